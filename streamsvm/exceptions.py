@@ -1,0 +1,81 @@
+"""Exceptions raised by streamsvm.
+
+Every error is a :class:`StreamSVMError` and also inherits the builtin exception a user
+would already catch (``ValueError``, ``FileNotFoundError``, ...), in the manner of
+scikit-learn's ``InvalidParameterError`` and zarr's ``NodeNotFoundError``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StreamSVMError",
+    "FormatError",
+    "StoreError",
+    "StoreNotFoundError",
+    "StoreExistsError",
+    "IncompleteStoreError",
+    "InvalidParameterError",
+    "CheckpointError",
+    "ConvergenceWarning",
+]
+
+
+class StreamSVMError(Exception):
+    """Base class of every error raised by streamsvm."""
+
+
+class FormatError(StreamSVMError, ValueError):
+    """Malformed libsvm/svmlight input.
+
+    Attributes
+    ----------
+    file : str
+        The input file (URL or path).
+    line : int or None
+        1-based line number in that file.
+    column : int or None
+        1-based byte column within the line.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 column: int | None = None):
+        self.file = file
+        self.line = line
+        self.column = column
+        where = []
+        if file is not None:
+            where.append(str(file))
+        if line is not None:
+            where.append(f"line {line}")
+        if column is not None:
+            where.append(f"column {column}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class StoreError(StreamSVMError, ValueError):
+    """A store that cannot be used as asked (wrong format, bad chunk, unreadable)."""
+
+
+class StoreNotFoundError(StreamSVMError, FileNotFoundError):
+    """No store (or input file) at the given URL."""
+
+
+class StoreExistsError(StreamSVMError, FileExistsError):
+    """The output already exists and overwriting was not requested."""
+
+
+class IncompleteStoreError(StoreError):
+    """The store was not finished (conversion interrupted or still running)."""
+
+
+class InvalidParameterError(StreamSVMError, ValueError, TypeError):
+    """A parameter has an invalid value or type (checked before the first pass)."""
+
+
+class CheckpointError(StreamSVMError, ValueError):
+    """No valid checkpoint could be read, or a checkpoint does not match the run."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped at its iteration or pass limit before reaching ``tol``."""
