@@ -1,0 +1,111 @@
+"""An in-memory store over a scipy CSR matrix, with the same reading interface as ``Store``.
+
+Used when an estimator is fitted on in-memory ``X, y`` and in tests: the scheduler and
+solvers cannot tell it from a Zarr store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError, StoreError
+from ._labels import encode_labels
+from ._store import Chunk
+
+__all__ = ["InMemoryStore"]
+
+
+class InMemoryStore:
+    """A chunked view of an in-memory CSR matrix and labels.
+
+    Parameters
+    ----------
+    X : sparse matrix or array-like of shape (n_rows, n_features)
+    y : array-like of shape (n_rows,)
+        Original labels; encoded like the converter does (binary → ±1, else class index).
+    chunk_rows : int
+        Rows per chunk.
+    task : {"auto", "binary", "multiclass"}
+    dtype : float32 or float64
+    """
+
+    def __init__(self, X, y, *, chunk_rows: int = 65536, task: str = "auto",
+                 dtype=np.float64):
+        import scipy.sparse as sp
+        if chunk_rows < 1:
+            raise InvalidParameterError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        X = sp.csr_matrix(X, dtype=dtype)
+        X.sum_duplicates()
+        X.sort_indices()
+        y = np.asarray(y)
+        if y.ndim != 1 or len(y) != X.shape[0]:
+            raise InvalidParameterError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        if X.shape[0] == 0:
+            raise InvalidParameterError("X has no rows")
+        if not np.all(np.isfinite(X.data)):
+            raise InvalidParameterError("X contains NaN or infinite values")
+        enc = encode_labels(y.astype(np.float64), task=task, source="y")
+        self.url = "memory"
+        self.storage_options = {}
+        self._X = X
+        self._indices = X.indices.astype(np.int32 if X.shape[1] < 2**31 else np.int64)
+        self._y = enc.y
+        n_chunks = -(-X.shape[0] // chunk_rows)
+        nnz_per_row = np.diff(X.indptr)
+        sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+        starts = np.arange(n_chunks) * chunk_rows
+        stops = np.minimum(starts + chunk_rows, X.shape[0])
+        self.meta = {
+            "format_version": 1, "n_rows": int(X.shape[0]), "n_features": int(X.shape[1]),
+            "nnz": int(X.nnz), "chunk_rows": int(chunk_rows), "n_chunks": int(n_chunks),
+            "task": enc.task, "classes": enc.classes.tolist(), "label_counts": enc.counts,
+            "binary_values": False, "dtype": np.dtype(dtype).name,
+            "index_dtype": self._indices.dtype.name,
+            "chunk_nnz": [int(nnz_per_row[a:b].sum()) for a, b in zip(starts, stops)],
+            "chunk_max_sq_norm": [float(sq[a:b].max()) for a, b in zip(starts, stops)],
+            "complete": True,
+        }
+
+    n_rows = property(lambda self: int(self.meta["n_rows"]))
+    n_features = property(lambda self: int(self.meta["n_features"]))
+    nnz = property(lambda self: int(self.meta["nnz"]))
+    chunk_rows = property(lambda self: int(self.meta["chunk_rows"]))
+    n_chunks = property(lambda self: int(self.meta["n_chunks"]))
+    task = property(lambda self: self.meta["task"])
+    binary_values = property(lambda self: False)
+    dtype = property(lambda self: np.dtype(self.meta["dtype"]))
+    classes = property(lambda self: np.asarray(self.meta["classes"], dtype=np.float64))
+    label_counts = property(lambda self: dict(self.meta["label_counts"]))
+    chunk_nnz = property(lambda self: np.asarray(self.meta["chunk_nnz"], dtype=np.int64))
+    chunk_max_sq_norm = property(
+        lambda self: np.asarray(self.meta["chunk_max_sq_norm"], dtype=np.float64))
+
+    def __repr__(self) -> str:
+        return (f"InMemoryStore(n_rows={self.n_rows}, n_features={self.n_features}, "
+                f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
+
+    def chunk_bounds(self, i: int) -> tuple[int, int]:
+        if not 0 <= i < self.n_chunks:
+            raise StoreError(f"in-memory store: chunk {i} out of range [0, {self.n_chunks})")
+        start = i * self.chunk_rows
+        return start, min(start + self.chunk_rows, self.n_rows)
+
+    def chunk_sizes(self) -> np.ndarray:
+        sizes = np.full(self.n_chunks, self.chunk_rows, dtype=np.int64)
+        sizes[-1] = self.n_rows - (self.n_chunks - 1) * self.chunk_rows
+        return sizes
+
+    def read_chunk(self, i: int) -> Chunk:
+        start, stop = self.chunk_bounds(i)
+        return self.read_rows(start, stop, chunk_id=i)
+
+    def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
+        X = self._X
+        p0, p1 = int(X.indptr[start]), int(X.indptr[stop])
+        indptr = X.indptr[start:stop + 1].astype(np.int64) - p0
+        return Chunk(chunk_id, start, indptr, self._indices[p0:p1], X.data[p0:p1],
+                     self._y[start:stop])
+
+    def iter_chunks(self):
+        for i in range(self.n_chunks):
+            yield self.read_chunk(i)
