@@ -1,0 +1,294 @@
+"""Atomic, checksummed solver-state checkpoints on any fsspec URL (DESIGN.md §6).
+
+A checkpoint is a flat dict of named numpy arrays plus a JSON-able ``meta`` dict. Under the
+checkpoint directory each save writes two files, in this order:
+
+1. the payload ``ckpt-<seq:08d>-<uuid8>.bin``: the arrays' raw C-order bytes, each starting on
+   a 64-byte boundary (no pickle, no compression; loading is one read and zero copies);
+2. the manifest ``manifest-<seq:08d>.json``: format version, seq, payload name, byte size and
+   sha256, each array's name/dtype/shape/offset, ``meta`` and the creation time.
+
+Crash safety. The payload always goes under a fresh name, so no write ever touches a file a
+reader may trust. The manifest is written last, and locally both files go to ``<name>.partial``
+first and are then ``os.replace``-d (after ``fsync``); on object stores a PUT is all-or-nothing.
+Readers trust only manifests that parse and whose payload has the recorded size and sha256. A
+crash therefore leaves, at worst, an orphan payload or ``.partial`` file that no manifest names:
+``load_latest`` never sees it and the next ``save`` deletes it. Any damaged checkpoint (torn
+manifest, missing, truncated or corrupted payload) is logged and the previous one is used.
+One writer per directory is assumed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import re
+import reprlib
+import uuid
+
+import numpy as np
+
+from .exceptions import CheckpointError, InvalidParameterError
+from .io._urls import join_url, url_to_fs
+
+__all__ = ["CheckpointManager", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+_ALIGN = 64
+_KINDS = "biufc"  # bool, signed/unsigned int, float, complex
+_FILE = re.compile(r"(?:manifest-(\d+)\.json|ckpt-(\d+)-[0-9a-f]{8}\.bin)(\.partial)?")
+_PAYLOAD = re.compile(r"ckpt-\d+-[0-9a-f]{8}\.bin")
+logger = logging.getLogger(__name__)
+
+
+class _Damaged(ValueError):
+    """A checkpoint that cannot be trusted; the message says why."""
+
+
+class CheckpointManager:
+    """Save and restore solver states under one directory URL.
+
+    Parameters
+    ----------
+    url : str or path-like
+        Checkpoint directory (local path or fsspec URL such as ``s3://bucket/run/ckpt``);
+        created if missing.
+    storage_options : dict, optional
+        Passed to fsspec.
+    keep : int, default=2
+        Number of newest valid checkpoints kept after each save.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mgr = CheckpointManager("memory://doctest-ckpt", keep=1)
+    >>> mgr.save({"w": np.arange(3.0)}, {"pass": 4})
+    'manifest-00000001.json'
+    >>> arrays, meta = mgr.load_latest(expect={"pass": 4})
+    >>> arrays["w"], meta["pass"]
+    (array([0., 1., 2.]), 4)
+    """
+
+    def __init__(self, url, *, storage_options=None, keep=2):
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise InvalidParameterError(f"The 'keep' parameter of CheckpointManager must be an "
+                                        f"int in the range [1, inf). Got {keep!r} instead.")
+        from fsspec.implementations.local import LocalFileSystem
+        self.url, self.keep = os.fspath(url), keep
+        self._fs, self._dir = url_to_fs(self.url, storage_options)
+        self._local = isinstance(self._fs, LocalFileSystem)
+        self._fs.makedirs(self._dir, exist_ok=True)
+
+    def save(self, arrays, meta) -> str:
+        """Write a new checkpoint, then prune old ones; return its id (the manifest name).
+
+        Parameters
+        ----------
+        arrays : dict of str to ndarray
+            Numeric or bool arrays of any shape (0-d and empty included); restored bit for bit.
+        meta : dict
+            JSON-able values only (str, int, float, bool, None, lists, str-keyed dicts), so
+            that they come back equal; anything else raises ``TypeError`` before any write.
+        """
+        if not isinstance(meta, dict):
+            raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
+        for key, value in meta.items():
+            _check_json(value, f"meta[{key!r}]")
+        specs, pieces, pos = [], [], 0
+        for name, a in arrays.items():
+            a = np.asarray(a)
+            if not isinstance(name, str) or a.dtype.kind not in _KINDS:
+                raise TypeError(f"checkpoint array {name!r} must have a str name and a bool or "
+                                f"numeric dtype, got dtype {a.dtype}")
+            off = -(-pos // _ALIGN) * _ALIGN
+            pieces.append(bytes(off - pos))
+            flat = (a if a.flags.c_contiguous else a.copy(order="C")).reshape(-1).view(np.uint8)
+            pieces.append(memoryview(flat))
+            specs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
+                          "offset": off})
+            pos = off + a.nbytes
+        seq = 1 + max((f[0] for f in self._scan()), default=0)
+        payload = f"ckpt-{seq:08d}-{uuid.uuid4().hex[:8]}.bin"
+        digest = self._write(payload, pieces)
+        manifest = {"format": FORMAT_VERSION, "seq": seq, "payload": payload, "size": pos,
+                    "sha256": digest, "arrays": specs, "meta": meta,
+                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+        name = f"manifest-{seq:08d}.json"
+        self._write(name, [json.dumps(manifest, indent=1).encode()], put=True)
+        logger.info("checkpoint %s written under %s (%d bytes)", name, self.url, pos)
+        self._prune()
+        return name
+
+    def load_latest(self, *, expect=None):
+        """Arrays and meta of the newest valid checkpoint, or None if there is none.
+
+        Parameters
+        ----------
+        expect : dict, optional
+            Values ``meta`` must hold (e.g. store identity, solver name, C); a tuple here
+            matches the list JSON gives back.
+
+        Returns
+        -------
+        (dict of str to ndarray, dict) or None
+            Writable arrays (views of one aligned buffer) and the meta dict.
+
+        Raises
+        ------
+        CheckpointError
+            If the newest valid checkpoint does not match ``expect``, or if checkpoints
+            exist but none is valid.
+        """
+        names, problems = self.list(), []
+        for name in names:
+            try:
+                manifest = self._manifest(name)
+                arrays = self._payload(manifest)
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                reason = str(exc) if isinstance(exc, _Damaged) else f"{type(exc).__name__} {exc}"
+                logger.warning("checkpoint %s under %s is damaged, skipped: %s",
+                               name, self.url, reason)
+                problems.append(f"{name}: {reason}")
+                continue
+            meta = manifest["meta"]
+            for key, want in (expect or {}).items():  # compared as JSON gives them back
+                if key not in meta or meta[key] != json.loads(json.dumps(want)):
+                    found = repr(meta[key]) if key in meta else "<missing>"
+                    raise CheckpointError(f"checkpoint {name} under {self.url} belongs to another "
+                                          f"run: meta[{key!r}] expected {want!r}, found {found}")
+            logger.info("resuming from checkpoint %s under %s", name, self.url)
+            return arrays, meta
+        if names:
+            raise CheckpointError(f"all {len(names)} checkpoints under {self.url} are damaged: "
+                                  + "; ".join(problems))
+        return None
+
+    def list(self) -> list[str]:
+        """Ids (manifest file names) of the checkpoints present, newest first."""
+        return [n for _, n, kind, _ in sorted(self._scan(), reverse=True) if kind == "manifest"]
+
+    def _scan(self):
+        """``(seq, name, kind, size)`` of our files; kind: 'manifest', 'payload' or 'partial'."""
+        self._fs.invalidate_cache(self._dir)
+        try:
+            infos = self._fs.ls(self._dir, detail=True)
+        except FileNotFoundError:  # empty prefix on an object store
+            return []
+        out = []
+        for info in infos:
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            if m := _FILE.fullmatch(name):
+                kind = "partial" if m[3] else "manifest" if m[1] else "payload"
+                out.append((int(m[1] or m[2]), name, kind, info.get("size")))
+        return out
+
+    def _write(self, name, pieces, *, put=False) -> str:
+        """Write byte pieces to ``name`` atomically; return their sha256 (hex)."""
+        h, path = hashlib.sha256(), join_url(self._dir, name)
+        if put and not self._local:  # the small manifest: one all-or-nothing PUT
+            h.update(pieces[0])
+            self._fs.pipe_file(path, pieces[0])
+            return h.hexdigest()
+        # object stores show a streamed key only once complete; locally we rename .partial
+        with open(path + ".partial", "wb") if self._local else self._fs.open(path, "wb") as f:
+            for p in pieces:
+                h.update(p)
+                f.write(p)
+            if self._local:
+                f.flush()
+                os.fsync(f.fileno())
+        if self._local:
+            os.replace(path + ".partial", path)
+            if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+                fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        return h.hexdigest()
+
+    def _manifest(self, name) -> dict:
+        """Parsed manifest ``name``, checked for the fields a reader relies on."""
+        man = json.loads(self._fs.cat_file(join_url(self._dir, name)))
+        if not isinstance(man, dict) or man.get("format") != FORMAT_VERSION:
+            raise _Damaged(f"not a format-{FORMAT_VERSION} checkpoint manifest")
+        if not _PAYLOAD.fullmatch(man["payload"]) or not isinstance(man["meta"], dict):
+            raise _Damaged(f"bad payload name {man['payload']!r} or meta")
+        return man
+
+    def _payload(self, man) -> dict:
+        """The arrays of a manifest's payload, after size and sha256 checks."""
+        size, name = int(man["size"]), man["payload"]
+        buf = np.empty(size, np.uint8)
+        view, got = memoryview(buf), 0
+        try:
+            f = self._fs.open(join_url(self._dir, name), "rb")
+        except FileNotFoundError:
+            raise _Damaged(f"payload {name} is missing") from None
+        with f:
+            while got < size and (k := f.readinto(view[got:])):
+                got += k
+            if got < size:
+                raise _Damaged(f"payload {name} is truncated: {got} of {size} bytes")
+            if f.read(1):
+                raise _Damaged(f"payload {name} is longer than the {size} bytes recorded")
+        if hashlib.sha256(view).hexdigest() != man["sha256"]:
+            raise _Damaged(f"payload {name} fails its sha256 check")
+        arrays = {}
+        for spec in man["arrays"]:
+            dtype, shape, off = np.dtype(spec["dtype"]), tuple(spec["shape"]), int(spec["offset"])
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if (dtype.kind not in _KINDS or min(shape, default=0) < 0
+                    or not 0 <= off <= size - nbytes):
+                raise _Damaged(f"bad layout for array {spec['name']!r} in payload {name}")
+            arrays[spec["name"]] = buf[off:off + nbytes].view(dtype).reshape(shape)
+        return arrays
+
+    def _prune(self):
+        """Keep the newest ``keep`` valid checkpoints; delete the rest and orphan files.
+
+        "Valid" here is the cheap test (manifest parses, payload present with the recorded
+        size); checksums are verified only on load, so a save never re-reads old payloads.
+        """
+        files = self._scan()
+        sizes = {n: size for _, n, k, size in files if k == "payload"}
+        manifests = sorted(((s, n) for s, n, k, _ in files if k == "manifest"), reverse=True)
+        newest, kept = manifests[0][0], set()
+        for _, name in manifests:
+            try:
+                man = self._manifest(name)
+                valid = sizes.get(man["payload"]) == man["size"]
+            except (OSError, ValueError, TypeError, KeyError):
+                valid = False
+            if valid and len(kept) < self.keep:
+                kept.add(man["payload"])
+            else:
+                self._rm(name)  # manifest before its payload
+        for seq, name, kind, _ in files:
+            if kind != "manifest" and name not in kept and seq <= newest:
+                self._rm(name)
+
+    def _rm(self, name):
+        try:
+            self._fs.rm_file(join_url(self._dir, name))
+        except FileNotFoundError:
+            pass
+
+
+def _check_json(value, where):
+    """Raise TypeError unless ``value`` survives a JSON round trip unchanged."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_json(v, f"{where}[{i}]")
+    elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        for k, v in value.items():
+            _check_json(v, f"{where}[{k!r}]")
+    else:
+        raise TypeError(f"{where} = {reprlib.repr(value)} ({type(value).__name__}) is not "
+                        f"JSON-able; checkpoint meta may hold only str, int, float, bool, None, "
+                        f"lists and str-keyed dicts")

@@ -1,0 +1,298 @@
+"""``convert``: libsvm/svmlight text (local, remote, compressed, several files) → store.
+
+Three stages overlap: a reader thread reads and decompresses line-aligned text blocks,
+the calling thread parses them with the numba tokenizer (which releases the GIL), and a
+writer thread appends rows to the Zarr store (compression releases the GIL too). Memory
+is bounded by a few text blocks plus one shard per array, whatever the input size.
+
+Every ``progress_bytes`` of text the writer flushes and records a resume point in the
+store's attributes, so ``resume=True`` continues an interrupted conversion from there.
+The store is marked ``complete`` only at the very end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+
+import numpy as np
+
+from ..exceptions import FormatError, InvalidParameterError
+from ._parse import parse_block
+from ._shuffle import Shuffler
+from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
+from ._writer import StoreWriter, prepare_output
+
+__all__ = ["convert"]
+
+log = logging.getLogger(__name__)
+
+NO_LIMIT = 2**62
+INT32_MAX = 2**31 - 1
+
+
+def _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed):
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    inputs = [os.fspath(u) for u in inputs]
+    if not inputs:
+        raise InvalidParameterError("at least one input file is required")
+    if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+        raise InvalidParameterError(f"The 'chunk_rows' parameter must be an int >= 1. "
+                                    f"Got {chunk_rows!r} instead.")
+    zb = {True: "yes", False: "no"}.get(zero_based, zero_based)
+    if zb not in ("yes", "no", "auto"):
+        raise InvalidParameterError(f"The 'zero_based' parameter must be one of 'yes', 'no', "
+                                    f"'auto'. Got {zero_based!r} instead.")
+    if np.dtype(dtype).name not in ("float32", "float64"):
+        raise InvalidParameterError(f"The 'dtype' parameter must be 'float32' or 'float64'. "
+                                    f"Got {dtype!r} instead.")
+    if task not in ("auto", "binary", "multiclass"):
+        raise InvalidParameterError(f"The 'task' parameter must be one of 'auto', 'binary', "
+                                    f"'multiclass'. Got {task!r} instead.")
+    if n_features is not None and (not isinstance(n_features, (int, np.integer))
+                                   or n_features < 1):
+        raise InvalidParameterError(f"The 'n_features' parameter must be an int >= 1. "
+                                    f"Got {n_features!r} instead.")
+    if not isinstance(seed, (int, np.integer)):
+        raise InvalidParameterError(f"The 'seed' parameter must be an int. Got {seed!r} instead.")
+    return inputs, zb
+
+
+class _Bounds:
+    """Allowed raw index range and the shift to 0-based, decided once."""
+
+    def __init__(self, zero_based: str, n_features: int | None, index_dtype: str):
+        self.mode = zero_based
+        self.n_features = n_features
+        self.cap = NO_LIMIT if index_dtype == "int64" else INT32_MAX
+        self.decided = zero_based != "auto"
+        self.zero = zero_based == "yes"
+
+    def limits(self) -> tuple[int, int]:
+        if not self.decided:
+            return 0, NO_LIMIT
+        lo = 0 if self.zero else 1
+        hi = (self.n_features - 1 + lo) if self.n_features is not None else self.cap - 1 + lo
+        return lo, hi
+
+    def decide(self, parsed, url) -> None:
+        self.zero = parsed.min_index == 0
+        self.decided = True
+        log.info("--zero-based auto: %s indices (decided from the first %d lines of %s: "
+                 "%s)", "zero-based" if self.zero else "one-based", parsed.n_lines, url,
+                 "an index 0 occurs" if self.zero else "no index 0")
+
+
+def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, seed: int = 0,
+            n_features: int | None = None, zero_based="no", dtype="float32", task="auto",
+            sort_indices: bool = False, overwrite: bool = False, resume: bool = False,
+            storage_options: dict | None = None, scratch_dir: str | None = None,
+            shuffle_memory: int = 256 << 20, progress: bool = False,
+            progress_bytes: int = 512 << 20, block_bytes: int = BLOCK_BYTES):
+    """Convert libsvm/svmlight text files into a chunked Zarr v3 CSR store.
+
+    Parameters
+    ----------
+    inputs : str or list of str
+        Local paths or fsspec URLs; ``.gz``/``.bz2``/``.xz``/``.zst`` are decompressed.
+        Several files are concatenated in order.
+    output : str
+        Store location (local path or URL such as ``s3://bucket/train.zarr``).
+    chunk_rows : int, default 65536
+        Rows per row chunk.
+    shuffle : bool, default False
+        External shuffle of the rows (bounded memory, deterministic for ``seed``).
+    n_features : int, optional
+        Number of features; indices above it are an error. Default: the largest index seen.
+    zero_based : {"no", "yes", "auto"}, default "no"
+        Index base; "auto" decides from the first block (an index 0 → zero-based).
+    dtype : {"float32", "float64"}
+    task : {"auto", "binary", "multiclass"}
+    sort_indices : bool
+        Repair unsorted indices within a line instead of rejecting them.
+    overwrite, resume : bool
+        Replace an existing store; continue an unfinished conversion.
+    storage_options : dict, optional
+        fsspec options for inputs and output (e.g. S3 endpoint and credentials).
+
+    Returns
+    -------
+    Store
+        The opened, complete store.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile, streamsvm as ss
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "t.svm").write_text("+1 1:0.5 3:1\\n-1 2:2\\n")
+    >>> ss.convert(str(d / "t.svm"), str(d / "t.zarr")).n_rows
+    2
+    """
+    inputs, zb = _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed)
+    files = describe_inputs(inputs, storage_options)
+    output = os.fspath(output)
+    index_dtype = "int64" if (n_features or 0) >= INT32_MAX else "int32"
+    options = {"chunk_rows": int(chunk_rows), "shuffle": bool(shuffle), "seed": int(seed),
+               "n_features": n_features, "zero_based": zb, "dtype": np.dtype(dtype).name,
+               "task": task, "sort_indices": bool(sort_indices)}
+    source = {"files": [{"url": f.url, "size": f.size, "compression": f.compression}
+                        for f in files]}
+    resume_meta = prepare_output(output, storage_options, overwrite=overwrite, resume=resume)
+    if resume_meta is not None and (resume_meta.get("options") != options
+                                    or resume_meta.get("source") != source or shuffle):
+        why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
+        log.warning("cannot resume the unfinished store at %s (%s): restarting", output, why)
+        prepare_output(output, storage_options, overwrite=True)
+        resume_meta = None
+    elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
+        prepare_output(output, storage_options, overwrite=True)
+        resume_meta = None
+    writer = StoreWriter(output, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,
+                         storage_options=storage_options, options=options, source=source,
+                         resume_meta=resume_meta)
+    bounds = _Bounds(zb, n_features, index_dtype)
+    start = (0, 0, 1, 0)
+    crcs = [0] * len(files)
+    if resume_meta is not None:
+        inp = resume_meta["progress"]["input"]
+        start = (inp["file"], inp["offset"], inp["line"], inp["crc"])
+        crcs = list(inp["crcs"])
+        bounds.decided, bounds.zero = True, inp["zero"]
+        log.info("resuming %s at %s line %d (%d rows already written)", output,
+                 files[inp["file"]].url, inp["line"], writer.st["rows_done"])
+    total = sum(f.size for f in files) if all(f.compression is None for f in files) else None
+    bar = _progress_bar(progress, total, start[1] if start[0] == 0 else None)
+    t0 = time.perf_counter()
+    sink = _WriterThread(writer)
+    try:
+        blocks = _parsed_blocks(files, storage_options, start, bounds, sort_indices,
+                                block_bytes, crcs)
+        if shuffle:
+            _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, shuffle_memory,
+                      scratch_dir, bar)
+        else:
+            next_save = progress_bytes
+            done = 0
+            for blk, parsed, pos in blocks:
+                sink.put(("rows", parsed, blk.url))
+                done += len(blk.data)
+                _advance(bar, len(blk.data), writer)
+                if done >= next_save:
+                    next_save += progress_bytes
+                    sink.put(("progress", pos, None))
+        sink.close()
+        store = writer.finish(n_features=n_features, task=task, source_name=", ".join(inputs),
+                              extra_source={"crc32": crcs})
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    secs = time.perf_counter() - t0
+    log.info("converted %d rows, %d features, %d non-zeros into %s in %.1fs", store.n_rows,
+             store.n_features, store.nnz, output, secs)
+    return store
+
+
+def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs):
+    """Yield ``(TextBlock, (labels, indptr, indices, values), resume_position)``."""
+    for blk in iter_blocks(files, storage_options, start=start, block_bytes=block_bytes):
+        lo, hi = bounds.limits()
+        parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line, min_index=lo,
+                             max_index=hi, sort_indices=sort_indices)
+        if not bounds.decided:
+            bounds.decide(parsed, blk.url)
+            lo, hi = bounds.limits()
+            parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line,
+                                 min_index=lo, max_index=hi, sort_indices=sort_indices)
+        indices = parsed.indices if bounds.zero else parsed.indices - 1
+        crcs[blk.file_index] = blk.crc
+        pos = {"file": blk.file_index, "offset": blk.end_offset, "line": blk.end_line,
+               "crc": blk.crc, "crcs": list(crcs), "zero": bounds.zero}
+        yield blk, (parsed.labels, parsed.indptr, indices, parsed.values), pos
+
+
+def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scratch_dir, bar):
+    est = sum(f.size * (1 if f.compression is None else 5) for f in files)
+    n_buckets = max(1, int(np.ceil(est / budget)))
+    with Shuffler(n_buckets, seed, index_dtype=index_dtype, dtype=dtype, budget_bytes=budget,
+                  scratch_dir=scratch_dir) as sh:
+        for blk, parsed, _ in blocks:
+            sh.scatter(blk.index, *parsed)
+            _advance(bar, len(blk.data), writer, rows=len(parsed[0]))
+        if bar is not None:
+            bar.set_description("shuffle: writing buckets")
+        for part in sh.gather():
+            sink.put(("rows", part, "shuffle bucket"))
+        sink.close()
+
+
+def _progress_bar(enabled, total, initial):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, initial=initial or 0, unit="B", unit_scale=True, unit_divisor=1024,
+                desc="convert", dynamic_ncols=True, smoothing=0.1)
+
+
+def _advance(bar, nbytes, writer, rows=None):
+    if bar is None:
+        return
+    bar.update(nbytes)
+    elapsed = max(time.perf_counter() - bar.start_t, 1e-9)
+    done = writer.st["rows_done"] if rows is None else None
+    if done is not None:
+        bar.set_postfix_str(f"{done:,} rows, {done / elapsed:,.0f} rows/s", refresh=False)
+
+
+class _WriterThread:
+    """Runs StoreWriter.append / save_progress in a background thread (bounded queue)."""
+
+    def __init__(self, writer: StoreWriter, depth: int = 3):
+        self.writer = writer
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="streamsvm-writer", daemon=True)
+        self.thread.start()
+        self.closed = False
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue
+            kind, payload, src = item
+            try:
+                if kind == "rows":
+                    self.writer.append(*payload, source_pos=src)
+                else:
+                    self.writer.save_progress(payload)
+            except BaseException as exc:
+                self.error = exc
+
+    def put(self, item) -> None:
+        if self.error is not None:
+            raise self.error
+        self.q.put(item)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.q.put(None)
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def abort(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.error = self.error or RuntimeError("aborted")
+            self.q.put(None)
+            self.thread.join()

@@ -1,0 +1,317 @@
+"""The store's writing side: append CSR rows to a Zarr v3 group with bounded memory.
+
+Rows arrive in blocks of any size. ``indices``/``data`` are 1-D arrays of length nnz,
+sharded (small inner chunks inside large shards) so a reader of one row chunk touches
+only that chunk's inner chunks; the writer buffers appended entries and writes whole
+shards, so no shard is rewritten during a conversion (only at a resume point).
+``y_raw`` keeps the original labels (float64) until :meth:`StoreWriter.finish` knows
+the full label set, encodes them into ``y`` and removes it. ``complete: true`` is the
+last thing written.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..exceptions import FormatError, StoreExistsError
+from ._labels import apply_label_plan, label_key, plan_labels
+from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
+from ._urls import join_url, url_to_fs
+
+__all__ = ["StoreWriter", "write_store", "prepare_output"]
+
+log = logging.getLogger(__name__)
+
+INNER_ELEMS = 1 << 16        # entries per inner chunk of indices/data (256 KB of int32)
+SHARD_ELEMS = 1 << 23        # entries per shard (8 Mi: 32 MB of int32)
+MAX_CLASSES = 100_000
+
+
+def _compressors():
+    from zarr.codecs import ZstdCodec
+    return [ZstdCodec(level=1)]
+
+
+class _Appender:
+    """Append 1-D data to a zarr array, writing only whole shards until :meth:`flush`."""
+
+    def __init__(self, array, shard: int, pos: int = 0):
+        self.array, self.shard, self.pos = array, shard, pos
+        self.pending: list[np.ndarray] = []
+        self.n_pending = 0
+
+    def append(self, values: np.ndarray) -> None:
+        if len(values):
+            self.pending.append(values)
+            self.n_pending += len(values)
+        next_boundary = (self.pos // self.shard + 1) * self.shard
+        if self.pos + self.n_pending >= next_boundary:
+            full = (self.pos + self.n_pending) // self.shard * self.shard
+            self._write(full - self.pos)
+
+    def _write(self, n: int) -> None:
+        buf = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+        end = self.pos + n
+        if self.array.shape[0] < end:
+            self.array.resize((end,))
+        self.array[self.pos:end] = buf[:n]
+        rest = buf[n:]
+        self.pending = [rest] if len(rest) else []
+        self.n_pending = len(rest)
+        self.pos = end
+
+    def flush(self) -> None:
+        """Write everything pending (a partial shard; later appends rewrite it)."""
+        if self.n_pending:
+            self._write(self.n_pending)
+        if self.array.shape[0] != self.pos:
+            self.array.resize((self.pos,))
+
+
+def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
+                   resume: bool = False) -> dict | None:
+    """Check the output location; return the unfinished store's meta when resuming.
+
+    A complete store is replaced only with ``overwrite``; an unfinished one is continued
+    with ``resume`` and otherwise removed (a clean restart). Anything else at the URL is
+    left alone unless ``overwrite``.
+    """
+    fs, path = url_to_fs(url, storage_options)
+    meta = read_meta(url, storage_options)
+    if meta is not None and not meta.get("complete"):
+        if resume:
+            return meta
+        log.info("removing the unfinished store at %s (restarting its conversion)", url)
+        fs.rm(path, recursive=True)
+        return None
+    if fs.exists(path):
+        if not overwrite:
+            what = "a complete streamsvm store" if meta is not None else "something"
+            raise StoreExistsError(f"output {url!r} already exists ({what}); pass --overwrite "
+                                   f"(overwrite=True) to replace it")
+        fs.rm(path, recursive=True)
+    return None
+
+
+class StoreWriter:
+    """Write a store row block by row block.
+
+    Parameters
+    ----------
+    url : str
+        Output location (local path or fsspec URL). Must not exist (see prepare_output).
+    chunk_rows : int
+        Rows per row chunk (the scheduler's unit).
+    dtype : {"float32", "float64"}
+        Value dtype.
+    index_dtype : {"int32", "int64"}
+    options, source : dict
+        Converter options and input description, recorded in the attributes.
+    resume_meta : dict, optional
+        The ``streamsvm`` attributes of an unfinished store to continue.
+    """
+
+    def __init__(self, url: str, *, chunk_rows: int, dtype="float32", index_dtype="int32",
+                 storage_options=None, options: dict | None = None, source: dict | None = None,
+                 resume_meta: dict | None = None):
+        import zarr
+        self.url, self.storage_options = url, storage_options
+        self.chunk_rows = int(chunk_rows)
+        self.dtype, self.index_dtype = np.dtype(dtype), np.dtype(index_dtype)
+        self.options, self.source = dict(options or {}), dict(source or {})
+        zstore = _zarr_store(url, storage_options, "w")
+        row_inner = min(max(self.chunk_rows, 4096), 1 << 20)
+        self._row_shard = row_inner * 64
+        if resume_meta is None:
+            self.group = zarr.open_group(zstore, mode="w", zarr_format=3)
+            kw = dict(shape=(0,), compressors=_compressors(), fill_value=0)
+            self.group.create_array("indptr", dtype="int64", chunks=(row_inner,),
+                                    shards=(self._row_shard,), **kw)
+            self.group.create_array("indices", dtype=self.index_dtype, chunks=(INNER_ELEMS,),
+                                    shards=(SHARD_ELEMS,), **kw)
+            self.group.create_array("data", dtype=self.dtype, chunks=(INNER_ELEMS,),
+                                    shards=(SHARD_ELEMS,), **kw)
+            self.group.create_array("y_raw", dtype="float64", chunks=(row_inner,),
+                                    shards=(self._row_shard,), **kw)
+            self.st = {"rows_done": 0, "nnz_done": 0, "max_index": -1, "all_ones": True,
+                       "labels": {}, "chunk_nnz": [], "chunk_max_sq_norm": [],
+                       "cur_nnz": 0, "cur_sq": 0.0, "input": None}
+        else:
+            self.group = zarr.open_group(zstore, mode="r+")
+            self.st = dict(resume_meta["progress"])
+        a = {k: self.group[k] for k in ("indptr", "indices", "data", "y_raw")}
+        rows, nnz = self.st["rows_done"], self.st["nnz_done"]
+        self._indptr = _Appender(a["indptr"], self._row_shard, rows + 1)
+        self._indices = _Appender(a["indices"], SHARD_ELEMS, nnz)
+        self._data = _Appender(a["data"], SHARD_ELEMS, nnz)
+        self._y = _Appender(a["y_raw"], self._row_shard, rows)
+        if resume_meta is None:
+            self._indptr.pos = 0
+            self._indptr.append(np.zeros(1, dtype=np.int64))
+        self._label_counts: dict[float, int] = {float(k): v for k, v in self.st["labels"].items()}
+        self._write_attrs(complete=False)
+
+    # -- appending --------------------------------------------------------------------
+    def append(self, labels: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
+               values: np.ndarray, *, source_pos=None) -> None:
+        """Append rows (``indptr`` local from 0; indices already 0-based)."""
+        st = self.st
+        n = len(labels)
+        if n == 0:
+            return
+        indices = indices.astype(self.index_dtype, copy=False)
+        values = values.astype(self.dtype, copy=False)
+        if len(indices):
+            st["max_index"] = max(st["max_index"], int(indices.max()))
+            if st["all_ones"] and not np.all(values == 1):
+                st["all_ones"] = False
+        self._indptr.append(indptr[1:] + st["nnz_done"])
+        self._indices.append(indices)
+        self._data.append(values)
+        self._y.append(np.asarray(labels, dtype=np.float64))
+        uniq, cnt = np.unique(labels, return_counts=True)
+        for u, c in zip(uniq.tolist(), cnt.tolist()):
+            self._label_counts[u] = self._label_counts.get(u, 0) + c
+        if len(self._label_counts) > MAX_CLASSES:
+            raise FormatError(f"more than {MAX_CLASSES} distinct labels: this looks like a "
+                              f"regression file, not classification", file=str(source_pos))
+        self._chunk_stats(indptr, values)
+        st["rows_done"] += n
+        st["nnz_done"] += int(indptr[-1])
+
+    def _chunk_stats(self, indptr: np.ndarray, values: np.ndarray) -> None:
+        st = self.st
+        sq = np.square(values, dtype=np.float64)
+        cs = np.concatenate([[0.0], np.cumsum(sq)])
+        row_sq = cs[indptr[1:]] - cs[indptr[:-1]]
+        row_nnz = np.diff(indptr)
+        pos = 0
+        done_in_chunk = st["rows_done"] % self.chunk_rows
+        while pos < len(row_nnz):
+            take = min(self.chunk_rows - done_in_chunk, len(row_nnz) - pos)
+            st["cur_nnz"] += int(row_nnz[pos:pos + take].sum())
+            st["cur_sq"] = max(st["cur_sq"], float(row_sq[pos:pos + take].max()))
+            pos += take
+            done_in_chunk += take
+            if done_in_chunk == self.chunk_rows:
+                self._close_chunk()
+                done_in_chunk = 0
+
+    def _close_chunk(self) -> None:
+        st = self.st
+        st["chunk_nnz"].append(st["cur_nnz"])
+        st["chunk_max_sq_norm"].append(st["cur_sq"])
+        st["cur_nnz"], st["cur_sq"] = 0, 0.0
+
+    # -- progress and finishing -------------------------------------------------------
+    def save_progress(self, input_state) -> None:
+        """Flush everything and record a resume point (``input_state`` is JSON-able)."""
+        for ap in (self._indptr, self._indices, self._data, self._y):
+            ap.flush()
+        self.st["input"] = input_state
+        self.st["labels"] = {repr(k): v for k, v in self._label_counts.items()}
+        self._write_attrs(complete=False)
+
+    def _write_attrs(self, *, complete: bool, extra: dict | None = None) -> None:
+        attrs = {"format_version": FORMAT_VERSION, "complete": complete,
+                 "chunk_rows": self.chunk_rows, "options": self.options, "source": self.source}
+        if not complete:
+            attrs["progress"] = self.st
+        if extra:
+            attrs.update(extra)
+        self.group.attrs[ATTRS_KEY] = attrs
+
+    def finish(self, *, n_features: int | None = None, task: str = "auto", source_name="input",
+               extra_source: dict | None = None):
+        """Encode labels, drop ``data`` if all ones, and mark the store complete."""
+        t0 = time.perf_counter()
+        for ap in (self._indptr, self._indices, self._data, self._y):
+            ap.flush()
+        st = self.st
+        n_rows, nnz = st["rows_done"], st["nnz_done"]
+        if n_rows == 0:
+            raise FormatError("empty input: no rows (only blank or comment lines)",
+                              file=source_name)
+        if st["rows_done"] % self.chunk_rows:
+            self._close_chunk()
+        if n_features is None:
+            n_features = st["max_index"] + 1
+        task, classes = plan_labels(np.array(list(self._label_counts)), task=task,
+                                    source=source_name)
+        self._encode_y(n_rows, task, classes)
+        fs, path = url_to_fs(self.url, self.storage_options)
+        binary_values = bool(st["all_ones"]) and nnz > 0
+        if binary_values:
+            fs.rm(join_url(path, "data"), recursive=True)
+        fs.rm(join_url(path, "y_raw"), recursive=True)
+        source = dict(self.source)
+        source.update(extra_source or {})
+        meta = {
+            "n_rows": n_rows, "n_features": int(n_features), "nnz": nnz,
+            "n_chunks": len(st["chunk_nnz"]), "task": task,
+            "classes": classes.tolist(),
+            "label_map": {label_key(c): (i if task == "multiclass" else (1 if i == len(classes) - 1 else -1))
+                          for i, c in enumerate(classes)},
+            "label_counts": {label_key(k): v for k, v in sorted(self._label_counts.items())},
+            "binary_values": binary_values, "dtype": self.dtype.name,
+            "index_dtype": self.index_dtype.name,
+            "chunk_nnz": st["chunk_nnz"], "chunk_max_sq_norm": st["chunk_max_sq_norm"],
+            "converter": {"version": _version(), "options": self.options},
+        }
+        self.source = source
+        self._write_attrs(complete=False, extra=meta)      # everything but the flag ...
+        self._write_attrs(complete=True, extra=meta)       # ... then the flag, last
+        log.debug("finished store %s in %.2fs", self.url, time.perf_counter() - t0)
+        return open_store(self.url, storage_options=self.storage_options)
+
+    def _encode_y(self, n_rows: int, task: str, classes: np.ndarray) -> None:
+        raw = self.group["y_raw"]
+        y_dtype = "float32" if task == "binary" else "int32"
+        if "y" in self.group:
+            del self.group["y"]
+        y = self.group.create_array("y", shape=(n_rows,), dtype=y_dtype,
+                                    chunks=(self._row_shard // 64,), shards=(self._row_shard,),
+                                    compressors=_compressors(), fill_value=0)
+        step = self._row_shard
+        for s in range(0, n_rows, step):
+            y[s:s + step] = apply_label_plan(raw[s:s + step], task, classes)
+
+
+def _version() -> str:
+    from .. import __version__
+    return __version__
+
+
+def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: str = "auto",
+                overwrite: bool = False, storage_options=None):
+    """Write an in-memory CSR matrix and labels as a store (tests, small data).
+
+    Parameters
+    ----------
+    url : str or os.PathLike
+    X : sparse matrix or array-like of shape (n_rows, n_features)
+    y : array-like of shape (n_rows,)
+        Original labels.
+
+    Returns
+    -------
+    Store
+    """
+    import scipy.sparse as sp
+    url = str(url)
+    X = sp.csr_matrix(X)
+    X.sort_indices()
+    prepare_output(url, storage_options, overwrite=overwrite)
+    index_dtype = "int64" if X.shape[1] >= 2**31 else "int32"
+    w = StoreWriter(url, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,
+                    storage_options=storage_options, options={"from": "write_store"},
+                    source={"files": [{"url": "<memory>"}]})
+    step = max(chunk_rows, 1 << 16)
+    for s in range(0, X.shape[0], step):
+        part = X[s:s + step]
+        w.append(np.asarray(y[s:s + step], dtype=np.float64), part.indptr.astype(np.int64),
+                 part.indices, part.data)
+    return w.finish(n_features=X.shape[1], task=task)

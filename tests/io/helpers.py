@@ -1,0 +1,36 @@
+"""Test helpers for stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def store_to_csr(store, n_features=None):
+    """Concatenate every chunk of a store into (scipy CSR, y)."""
+    chunks = list(store.iter_chunks())
+    d = n_features or store.n_features
+    mats = [sp.csr_matrix((c.data, c.indices, c.indptr), shape=(c.n_rows, d)) for c in chunks]
+    return sp.vstack(mats, format="csr"), np.concatenate([c.y for c in chunks])
+
+
+def assert_csr_equal(a, b):
+    a, b = sp.csr_matrix(a), sp.csr_matrix(b)
+    assert a.shape == b.shape
+    np.testing.assert_array_equal(a.indptr, b.indptr)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.data, b.data)
+
+
+def store_arrays(url, storage_options=None):
+    """All arrays and the attributes of a store, read with plain zarr."""
+    import zarr
+    from streamsvm.io._store import _zarr_store
+    g = zarr.open_group(_zarr_store(str(url), storage_options, "r"), mode="r")
+    return {k: g[k][:] for k in g.array_keys()}, dict(g.attrs)
+
+
+def encode_binary(y):
+    """sklearn-loaded binary labels → ±1 as the converter stores them."""
+    classes = np.unique(y)
+    return np.where(y == classes[-1], 1.0, -1.0).astype(np.float32)

@@ -1,0 +1,241 @@
+"""convert → store → read back, against sklearn's load_svmlight_file."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import pathlib
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import streamsvm as ss
+from streamsvm.exceptions import (FormatError, IncompleteStoreError, InvalidParameterError,
+                                  StoreExistsError, StoreNotFoundError)
+from streamsvm.io import convert
+
+from ..conftest import shared_dataset
+from .helpers import assert_csr_equal, encode_binary, store_arrays, store_to_csr
+
+sk = pytest.importorskip("sklearn.datasets")
+
+DATASETS = ["a9a/a9a", "a9a/a9a.t", "mushrooms/mushrooms", "dna/dna.scale",
+            "letter/letter.scale", "pendigits/pendigits", "usps/usps.t", "vowel/vowel.scale"]
+
+
+def _reference(path, n_features=None):
+    X, y = sk.load_svmlight_file(str(path), zero_based=False, n_features=n_features)
+    return sp.csr_matrix(X), y
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_shared_datasets_round_trip(name, tmp_path):
+    path = shared_dataset(name)
+    X, y = _reference(path)
+    store = convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=997)
+    Xs, ys = store_to_csr(store, n_features=X.shape[1])
+    assert store.n_rows == X.shape[0] and store.nnz == X.nnz
+    assert store.n_features == X.shape[1]
+    assert_csr_equal(Xs, X.astype(np.float32))
+    if store.task == "binary":
+        np.testing.assert_array_equal(ys, encode_binary(y))
+    else:
+        np.testing.assert_array_equal(store.classes[ys], y)
+    assert store.chunk_nnz.sum() == X.nnz
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 13, 100, 10**6])
+def test_chunk_sizes_slice(chunk_rows, tmp_path):
+    path = shared_dataset("a9a/a9a")
+    lines = path.read_bytes().splitlines(keepends=True)[:200]
+    small = tmp_path / "small.svm"
+    small.write_bytes(b"".join(lines))
+    X, y = _reference(small)
+    store = convert(str(small), str(tmp_path / "s.zarr"), chunk_rows=chunk_rows, dtype="float64")
+    assert store.n_chunks == -(-200 // chunk_rows)
+    Xs, ys = store_to_csr(store, n_features=X.shape[1])
+    assert_csr_equal(Xs, X)
+    np.testing.assert_array_equal(ys, encode_binary(y))
+    last = store.read_chunk(store.n_chunks - 1)
+    assert last.n_rows == 200 - (store.n_chunks - 1) * chunk_rows
+
+
+def test_float64_exact_and_float32_default(tmp_path):
+    path = shared_dataset("dna/dna.scale")
+    X, _ = _reference(path)
+    s64 = convert(str(path), str(tmp_path / "a.zarr"), dtype="float64")
+    assert s64.dtype == np.float64
+    assert_csr_equal(store_to_csr(s64, X.shape[1])[0], X)
+    s32 = convert(str(path), str(tmp_path / "b.zarr"))
+    assert s32.dtype == np.float32
+
+
+def _write(path, text):
+    pathlib.Path(path).write_bytes(text.encode() if isinstance(text, str) else text)
+    return str(path)
+
+
+TEXT = "+1 1:0.5 3:2 # c\n-1 2:1e-3 7:4\n\n# only a comment\n1 qid:3 5:-1.5\n-1\n"
+
+
+def test_small_text_features(tmp_path):
+    store = convert(_write(tmp_path / "t.svm", TEXT), str(tmp_path / "t.zarr"), chunk_rows=2)
+    X, y = store_to_csr(store)
+    assert store.n_rows == 4 and store.n_features == 7
+    np.testing.assert_array_equal(y, [1, -1, 1, -1])
+    assert X[3].nnz == 0
+    assert X[1, 6] == np.float32(4)
+
+
+@pytest.mark.parametrize("opener,ext", [(gzip.compress, ".gz"), (bz2.compress, ".bz2"),
+                                        (lzma.compress, ".xz"), ("zstd", ".zst")])
+def test_compressed_inputs_equal_plain(opener, ext, tmp_path):
+    path = shared_dataset("mushrooms/mushrooms")
+    raw = path.read_bytes()
+    if opener == "zstd":
+        zstandard = pytest.importorskip("zstandard")
+        comp = zstandard.ZstdCompressor().compress(raw)
+    else:
+        comp = opener(raw)
+    cpath = _write(tmp_path / ("m" + ext), comp)
+    a = convert(str(path), str(tmp_path / "a.zarr"), chunk_rows=500)
+    b = convert(cpath, str(tmp_path / "b.zarr"), chunk_rows=500)
+    assert_csr_equal(store_to_csr(a)[0], store_to_csr(b)[0])
+    assert b.meta["source"]["crc32"] == a.meta["source"]["crc32"]
+    # truncated stream: a FormatError naming the file, no complete store
+    _write(tmp_path / ("t" + ext), comp[: len(comp) // 2])
+    with pytest.raises(FormatError, match="t" + ext.replace(".", r"\.")):
+        convert(str(tmp_path / ("t" + ext)), str(tmp_path / "c.zarr"))
+    with pytest.raises((IncompleteStoreError, StoreNotFoundError)):
+        ss.open_store(str(tmp_path / "c.zarr"))
+
+
+def test_several_inputs_concatenated(tmp_path):
+    a = _write(tmp_path / "a.svm", "1 1:1\n-1 2:1\n")
+    b = _write(tmp_path / "b.svm", "1 3:2\n")
+    store = convert([a, b], str(tmp_path / "s.zarr"))
+    X, y = store_to_csr(store)
+    assert store.n_rows == 3 and store.n_features == 3
+    np.testing.assert_array_equal(y, [1, -1, 1])
+    assert store.binary_values is False
+
+
+@pytest.mark.parametrize("labels,stored", [(("-1", "+1"), (-1, 1)), (("0", "1"), (-1, 1)),
+                                           (("1", "2"), (-1, 1)), (("2", "1"), (1, -1))])
+def test_binary_label_maps(labels, stored, tmp_path):
+    text = f"{labels[0]} 1:1\n{labels[1]} 2:1\n"
+    store = convert(_write(tmp_path / "t.svm", text), str(tmp_path / "s.zarr"))
+    assert store.task == "binary"
+    np.testing.assert_array_equal(store_to_csr(store)[1], stored)
+
+
+def test_multiclass_and_task_override(tmp_path):
+    path = _write(tmp_path / "t.svm", "3 1:1\n1 2:1\n7.5 1:2\n3 2:2\n")
+    store = convert(path, str(tmp_path / "m.zarr"))
+    assert store.task == "multiclass"
+    np.testing.assert_array_equal(store.classes, [1, 3, 7.5])
+    np.testing.assert_array_equal(store_to_csr(store)[1], [1, 0, 2, 1])
+    assert store.label_counts == {"1": 1, "3": 2, "7.5": 1}
+    two = _write(tmp_path / "two.svm", "1 1:1\n2 2:1\n")
+    s2 = convert(two, str(tmp_path / "two.zarr"), task="multiclass")
+    assert s2.task == "multiclass"
+    np.testing.assert_array_equal(store_to_csr(s2)[1], np.array([0, 1], dtype=np.int32))
+    assert store_to_csr(s2)[1].dtype == np.int32
+    with pytest.raises(FormatError, match="--task binary"):
+        convert(path, str(tmp_path / "b.zarr"), task="binary")
+
+
+def test_binary_values_omit_data(tmp_path):
+    path = shared_dataset("a9a/a9a")
+    store = convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=5000)
+    assert store.binary_values
+    arrays, attrs = store_arrays(tmp_path / "s.zarr")
+    assert set(arrays) == {"indptr", "indices", "y"}
+    assert attrs["streamsvm"]["complete"] is True
+    assert store.read_chunk(0).data.dtype == np.float32
+
+
+def test_readable_with_plain_zarr(tmp_path):
+    path = shared_dataset("pendigits/pendigits")
+    X, y = _reference(path)
+    convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=1000, dtype="float64")
+    arrays, attrs = store_arrays(tmp_path / "s.zarr")
+    Z = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=X.shape)
+    assert_csr_equal(Z, X)
+    meta = attrs["streamsvm"]
+    assert meta["n_rows"] == 7494 and meta["chunk_rows"] == 1000 and meta["n_chunks"] == 8
+    assert len(meta["chunk_nnz"]) == 8 and len(meta["chunk_max_sq_norm"]) == 8
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    np.testing.assert_allclose(meta["chunk_max_sq_norm"][7], sq[7000:].max(), rtol=1e-12)
+    np.testing.assert_array_equal(store_classes := meta["classes"], np.unique(y))
+    np.testing.assert_array_equal(np.asarray(store_classes)[arrays["y"]], y)
+
+
+def test_zero_based_modes(tmp_path):
+    z = _write(tmp_path / "z.svm", "1 0:1 2:1\n-1 1:3\n")
+    store = convert(z, str(tmp_path / "a.zarr"), zero_based="auto")
+    assert store.n_features == 3 and store.read_chunk(0).indices[0] == 0
+    store = convert(z, str(tmp_path / "b.zarr"), zero_based="yes")
+    assert store.n_features == 3
+    with pytest.raises(FormatError, match="line 1"):
+        convert(z, str(tmp_path / "c.zarr"), zero_based="no")
+    o = _write(tmp_path / "o.svm", "1 1:1 3:1\n")
+    assert convert(o, str(tmp_path / "d.zarr"), zero_based="auto").n_features == 3
+
+
+def test_n_features(tmp_path):
+    p = _write(tmp_path / "t.svm", "1 1:1\n-1 5:1\n")
+    assert convert(p, str(tmp_path / "a.zarr"), n_features=10).n_features == 10
+    with pytest.raises(FormatError, match=r"line 2"):
+        convert(p, str(tmp_path / "b.zarr"), n_features=4)
+
+
+def test_overwrite_and_existing(tmp_path):
+    p = _write(tmp_path / "t.svm", "1 1:1\n-1 2:1\n")
+    out = str(tmp_path / "s.zarr")
+    convert(p, out)
+    with pytest.raises(StoreExistsError, match="--overwrite"):
+        convert(p, out)
+    assert convert(p, out, overwrite=True).n_rows == 2
+
+
+def test_sort_indices_option(tmp_path):
+    p = _write(tmp_path / "t.svm", "1 3:1 1:2\n")
+    with pytest.raises(FormatError, match="--sort-indices"):
+        convert(p, str(tmp_path / "a.zarr"))
+    s = convert(p, str(tmp_path / "b.zarr"), sort_indices=True)
+    c = s.read_chunk(0)
+    np.testing.assert_array_equal(c.indices, [0, 2])
+    np.testing.assert_array_equal(c.data, [2, 1])
+
+
+def test_missing_input_and_bad_parameters(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="nope.svm"):
+        convert(str(tmp_path / "nope.svm"), str(tmp_path / "s.zarr"))
+    p = _write(tmp_path / "t.svm", "1 1:1\n")
+    for kw in [{"chunk_rows": 0}, {"zero_based": "maybe"}, {"dtype": "int8"},
+               {"task": "regression"}, {"n_features": 0}]:
+        with pytest.raises(InvalidParameterError):
+            convert(p, str(tmp_path / "s.zarr"), **kw)
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_open_store_errors(tmp_path):
+    with pytest.raises(StoreNotFoundError):
+        ss.open_store(str(tmp_path / "missing.zarr"))
+    with pytest.raises(FileNotFoundError):
+        ss.open_store(str(tmp_path / "missing.zarr"))
+
+
+def test_store_pickles_and_reads(tmp_path):
+    import pickle
+    path = shared_dataset("vowel/vowel.scale")
+    store = convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=100)
+    c0 = store.read_chunk(2)
+    clone = pickle.loads(pickle.dumps(store))
+    c1 = clone.read_chunk(2)
+    np.testing.assert_array_equal(c0.indices, c1.indices)
+    np.testing.assert_array_equal(c0.y, c1.y)
+    assert c1.row_start == 200 and c1.id == 2

@@ -1,0 +1,286 @@
+"""Checkpoints: bit-exact round trip, fallback past damaged checkpoints, pruning, crash safety."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import fsspec
+import numpy as np
+import pytest
+
+from streamsvm.checkpoint import CheckpointManager
+from streamsvm.exceptions import CheckpointError, InvalidParameterError
+
+LOGGER = "streamsvm.checkpoint"
+
+
+@pytest.fixture(params=["local", "memory"])
+def url(request, tmp_path):
+    """A fresh checkpoint directory, local or on fsspec's in-memory filesystem."""
+    if request.param == "local":
+        yield str(tmp_path / "ckpt")
+        return
+    u = f"memory://ckpt-test-{uuid.uuid4().hex}"
+    yield u
+    fs, path = fsspec.core.url_to_fs(u)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def files(url):
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.invalidate_cache(path)
+    return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
+
+
+def payload_of(url, manifest):
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, f"{path}/{json.loads(fs.cat_file(f'{path}/{manifest}'))['payload']}"
+
+
+def state(i):
+    return {"w": np.full(5, float(i))}, {"pass": i}
+
+
+def all_dtypes():
+    rng = np.random.default_rng(0)
+    arrays = {
+        "w64": rng.standard_normal(7),
+        "w32": rng.standard_normal((3, 4)).astype(np.float32),
+        "i8": np.array([-128, 0, 127], np.int8),
+        "i32": np.arange(-5, 5, dtype=np.int32).reshape(2, 5),
+        "i64": np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max]),
+        "u64": np.array([np.iinfo(np.uint64).max, 0, 12345], np.uint64),
+        "mask": rng.random(13) < 0.5,
+        "scalar": np.array(3.25),
+        "scalar_i": np.array(7, np.int64),
+        "empty": np.zeros(0),
+        "empty2d": np.zeros((0, 4), np.int32),
+        "big_endian": np.arange(3, dtype=">f8"),
+        "strided": np.arange(20.0)[::3],
+        "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        "nan_inf": np.array([np.nan, np.inf, -np.inf, -0.0]),
+    }
+    pcg = np.random.default_rng(42).bit_generator.state["state"]["state"]  # a 128-bit int
+    arrays["rng_state"] = np.array([pcg & (2**64 - 1), pcg >> 64], np.uint64)
+    return arrays
+
+
+def test_round_trip_bit_exact(url):
+    arrays = all_dtypes()
+    meta = {"pass": 3, "cursor": [1, 0], "solver": "newton", "params": {"C": 0.5, "tol": 1e-6},
+            "store": "s3://b/x.zarr", "done": False, "note": None}
+    mgr = CheckpointManager(url)
+    ckpt_id = mgr.save(arrays, meta)
+    assert mgr.list() == [ckpt_id]
+    loaded, meta2 = CheckpointManager(url).load_latest()
+    assert meta2 == meta
+    assert list(loaded) == list(arrays)
+    for name, a in arrays.items():
+        b = loaded[name]
+        assert b.dtype == a.dtype and b.shape == a.shape, name
+        assert a.tobytes() == b.tobytes(), name
+        assert b.flags.writeable and b.flags.aligned, name
+    loaded["w64"][0] = 1.0  # a resumed solver updates its state in place
+
+
+def test_empty_dir_gives_none(url):
+    mgr = CheckpointManager(url)
+    assert mgr.list() == []
+    assert mgr.load_latest() is None
+    assert mgr.load_latest(expect={"solver": "dcd"}) is None
+
+
+def test_latest_wins_and_keep_prunes(url):
+    mgr = CheckpointManager(url, keep=2)
+    ids = [mgr.save(*state(i)) for i in range(1, 6)]
+    assert ids == [f"manifest-{i:08d}.json" for i in range(1, 6)]
+    assert mgr.list() == [ids[4], ids[3]]
+    assert len([f for f in files(url) if f.startswith("ckpt-")]) == 2
+    arrays, meta = mgr.load_latest()
+    assert meta == {"pass": 5} and np.all(arrays["w"] == 5.0)
+
+
+def test_keep_one(url):
+    mgr = CheckpointManager(url, keep=1)
+    for i in range(3):
+        mgr.save(*state(i))
+    assert len(files(url)) == 2 and mgr.list() == ["manifest-00000003.json"]
+
+
+@pytest.mark.parametrize("keep", [0, -1, 1.5, True, "2"])
+def test_bad_keep(tmp_path, keep):
+    with pytest.raises(InvalidParameterError, match="keep"):
+        CheckpointManager(tmp_path, keep=keep)
+
+
+def assert_falls_back(url, caplog, reason):
+    mgr = CheckpointManager(url, keep=3)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        arrays, meta = mgr.load_latest()
+    assert meta == {"pass": 1} and np.all(arrays["w"] == 1.0)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "manifest-00000002.json" in warnings[0].getMessage()
+    assert reason in warnings[0].getMessage()
+
+
+def damage_newest(url, how):
+    mgr = CheckpointManager(url, keep=3)
+    mgr.save(*state(1))
+    newest = mgr.save(*state(2))
+    fs, payload = payload_of(url, newest)
+    data = bytearray(fs.cat_file(payload))
+    if how == "flip":
+        data[len(data) // 2] ^= 0x01
+        fs.pipe_file(payload, bytes(data))
+    elif how == "truncate":
+        fs.pipe_file(payload, bytes(data[:-3]))
+    elif how == "missing":
+        fs.rm_file(payload)
+    elif how == "garbage_manifest":
+        fs.pipe_file(payload.rsplit("/", 1)[0] + "/" + newest, b'{"format": 1, "seq": 2, "pay')
+    return mgr
+
+
+@pytest.mark.parametrize("how, reason", [
+    ("flip", "sha256"),
+    ("truncate", "truncated"),
+    ("missing", "missing"),
+    ("garbage_manifest", "JSONDecodeError"),
+])
+def test_damaged_newest_falls_back(url, caplog, how, reason):
+    damage_newest(url, how)
+    assert_falls_back(url, caplog, reason)
+
+
+@pytest.mark.parametrize("how", ["missing", "garbage_manifest"])
+def test_invalid_checkpoint_is_pruned_by_next_save(url, how):
+    mgr = damage_newest(url, how)
+    mgr.keep = 2
+    assert mgr.save(*state(3)) == "manifest-00000003.json"
+    assert mgr.list() == ["manifest-00000003.json", "manifest-00000001.json"]
+    assert len(files(url)) == 4
+    assert mgr.load_latest()[1] == {"pass": 3}
+
+
+def test_all_damaged_raises(url, caplog):
+    mgr = CheckpointManager(url)
+    mgr.save(*state(1))
+    mgr.save(*state(2))
+    for ckpt_id in mgr.list():
+        fs, payload = payload_of(url, ckpt_id)
+        fs.pipe_file(payload, b"\0" * fs.size(payload))
+    with caplog.at_level(logging.WARNING, logger=LOGGER), \
+            pytest.raises(CheckpointError, match="all 2 checkpoints under .* are damaged") as exc:
+        mgr.load_latest()
+    assert all(f"manifest-0000000{i}.json" in str(exc.value) for i in (1, 2))
+    assert len(caplog.records) == 2
+
+
+def test_unrelated_files_are_ignored(url):
+    mgr = CheckpointManager(url)
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.pipe_file(f"{path}/README.txt", b"hello")
+    fs.pipe_file(f"{path}/manifest-latest.json", b"{}")
+    mgr.save(*state(1))
+    assert mgr.load_latest()[1] == {"pass": 1}
+    assert "README.txt" in files(url) and "manifest-latest.json" in files(url)
+
+
+def test_expect_mismatch_names_the_key(url):
+    mgr = CheckpointManager(url)
+    meta = {"store": "s3://bucket/a.zarr", "solver": "newton", "C": 1.0, "params": {"tol": 1e-3}}
+    mgr.save(*state(1)[:1], meta)
+    assert mgr.load_latest(expect={"solver": "newton", "C": 1.0})[1] == meta
+    assert mgr.load_latest(expect={"params": {"tol": 1e-3}}) is not None
+    with pytest.raises(CheckpointError, match=r"meta\['C'\] expected 2\.0, found 1\.0"):
+        mgr.load_latest(expect={"solver": "newton", "C": 2.0})
+    with pytest.raises(CheckpointError, match=r"meta\['store'\].*b/other\.zarr.*a\.zarr"):
+        mgr.load_latest(expect={"store": "s3://b/other.zarr"})
+    with pytest.raises(CheckpointError, match=r"meta\['seed'\] expected 0, found <missing>"):
+        mgr.load_latest(expect={"seed": 0})
+    mgr.save(*state(2)[:1], {"C": 1.0, "cursor": [3, 0]})
+    assert mgr.load_latest(expect={"C": 1, "cursor": (3, 0)}) is not None  # as JSON compares
+
+
+@pytest.mark.parametrize("meta, where", [
+    ({"C": np.float32(1.0)}, "meta['C']"),
+    ({"pass": np.int64(3)}, "meta['pass']"),
+    ({"shape": (2, 3)}, "meta['shape']"),
+    ({"params": {"C": 1.0, "sizes": [1, {2}]}}, "meta['params']['sizes'][1]"),
+    ({"map": {1: "a"}}, "meta['map']"),
+    ({"w": np.zeros(2)}, "meta['w']"),
+])
+def test_non_json_meta_rejected_before_writing(url, meta, where):
+    mgr = CheckpointManager(url)
+    with pytest.raises(TypeError) as exc:
+        mgr.save({"w": np.zeros(3)}, meta)
+    assert where in str(exc.value)
+    assert files(url) == []
+
+
+def test_bad_arrays_rejected_before_writing(url):
+    mgr = CheckpointManager(url)
+    with pytest.raises(TypeError, match="'objs'"):
+        mgr.save({"w": np.zeros(3), "objs": np.array([None, 1], dtype=object)}, {})
+    with pytest.raises(TypeError, match="must be a dict"):
+        mgr.save({"w": np.zeros(3)}, [("pass", 1)])
+    assert files(url) == []
+
+
+def test_crash_between_payload_and_manifest(url, monkeypatch):
+    mgr = CheckpointManager(url)
+    mgr.save(*state(1))
+    real_write = CheckpointManager._write
+
+    def crash_on_manifest(self, name, pieces, **kw):
+        if name.startswith("manifest-"):
+            raise KeyboardInterrupt("killed")
+        return real_write(self, name, pieces, **kw)
+
+    monkeypatch.setattr(CheckpointManager, "_write", crash_on_manifest)
+    with pytest.raises(KeyboardInterrupt):
+        mgr.save(*state(2))
+    monkeypatch.undo()
+    orphans = [f for f in files(url) if f.startswith("ckpt-00000002-")]
+    assert len(orphans) == 1
+    assert CheckpointManager(url).load_latest()[1] == {"pass": 1}
+    assert CheckpointManager(url).save(*state(3)) == "manifest-00000003.json"
+    assert orphans[0] not in files(url)
+    assert len(files(url)) == 4  # checkpoints 1 and 3
+
+
+def test_crash_mid_local_write_leaves_partial(tmp_path):
+    url = str(tmp_path / "ckpt")
+    mgr = CheckpointManager(url)
+    mgr.save(*state(1))
+    (tmp_path / "ckpt" / "ckpt-00000002-0123abcd.bin.partial").write_bytes(b"half a payl")
+    (tmp_path / "ckpt" / "manifest-00000002.json.partial").write_bytes(b'{"seq"')
+    assert mgr.list() == ["manifest-00000001.json"]
+    assert mgr.load_latest()[1] == {"pass": 1}
+    assert mgr.save(*state(3)) == "manifest-00000003.json"
+    assert not [f for f in files(url) if f.endswith(".partial")]
+    assert mgr.list() == ["manifest-00000003.json", "manifest-00000001.json"]
+
+
+def test_manifest_contents(tmp_path):
+    mgr = CheckpointManager(tmp_path / "c")
+    ckpt_id = mgr.save({"w": np.ones(3, np.float32), "t": np.array(2)}, {"pass": 1})
+    man = json.loads((tmp_path / "c" / ckpt_id).read_text())
+    payload = tmp_path / "c" / man["payload"]
+    assert man["format"] == 1 and man["seq"] == 1 and man["meta"] == {"pass": 1}
+    assert man["size"] == payload.stat().st_size
+    assert [(a["name"], a["dtype"], a["shape"]) for a in man["arrays"]] == [
+        ("w", "<f4", [3]), ("t", "<i8", [])]
+    assert all(a["offset"] % 64 == 0 for a in man["arrays"])
+    assert "created" in man and len(man["sha256"]) == 64
+
+
+def test_file_url(tmp_path):
+    mgr = CheckpointManager(f"file://{tmp_path}/c")
+    mgr.save(*state(1))
+    assert (tmp_path / "c" / "manifest-00000001.json").exists()
+    assert mgr.load_latest()[1] == {"pass": 1}

@@ -1,0 +1,1 @@
+"""Developer tools for streamsvm (synthetic data, benchmarks); not part of the installed package."""
