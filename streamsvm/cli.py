@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local directory for --shuffle buckets (default: system temp dir)")
     c.add_argument("--shuffle-memory", default="256MB",
                    help="largest shuffle bucket held in memory (default 256MB)")
+    c.add_argument("--resume-every", default="512MB",
+                   help="text between resume points that --resume continues from (default "
+                        "512MB; each costs one flush of partial shards)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_storage(c)
 
@@ -114,7 +117,7 @@ def _version() -> str:
 
 def _cmd_convert(args) -> int:
     from .io import convert
-    from .schedule import parse_memory
+    from ._units import parse_size
     if len(args.inputs) < 2:
         raise SystemExit("streamsvm convert: error: give at least one INPUT and the OUTPUT store")
     *inputs, output = args.inputs
@@ -124,7 +127,8 @@ def _cmd_convert(args) -> int:
                     overwrite=args.overwrite, resume=args.resume,
                     storage_options=_storage_options(args.storage_option),
                     scratch_dir=args.scratch_dir,
-                    shuffle_memory=parse_memory(args.shuffle_memory, "--shuffle-memory"),
+                    shuffle_memory=parse_size(args.shuffle_memory, "--shuffle-memory"),
+                    progress_bytes=max(1, parse_size(args.resume_every, "--resume-every")),
                     progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {store.url}: {store.n_rows:,} rows, {store.n_features:,} features, "

@@ -75,8 +75,10 @@ def s3(moto_server, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     opts = {"key": "testing", "secret": "testing",
             "client_kwargs": {"endpoint_url": moto_server, "region_name": "us-east-1"}}
-    fs = s3fs.S3FileSystem(**opts)
+    import boto3
     bucket = "b" + uuid.uuid4().hex[:12]
-    fs.mkdir(bucket)
+    boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1",
+                 aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
     yield f"s3://{bucket}", opts
     s3fs.S3FileSystem.clear_instance_cache()

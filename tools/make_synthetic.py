@@ -41,11 +41,21 @@ import gzip
 import lzma
 import math
 import os
+import queue
 import sys
+import threading
 import time
 
-import numba
-import numpy as np
+if __name__ == "__main__":
+    # Run as a script: re-enter through the importable module, so that numba's on-disk cache
+    # (keyed by file, not module name) is only ever written for ``tools.make_synthetic``.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tools.make_synthetic import main as _main
+
+    sys.exit(_main())
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
 
 __all__ = ["make_synthetic", "main"]
 
@@ -63,6 +73,10 @@ _COUNTS, _FEATURES, _VALUES, _FLIP, _TARGET = range(5)
 _EMPTY_I32, _EMPTY_I8, _EMPTY_BOOL = np.empty(0, np.int32), np.empty(0, np.int8), np.empty(0, np.bool_)
 _VALUE_MAX_CHARS = 13  # '-1.23456e-123'; '-0.000123456' is 12
 
+# Cache compiled kernels only under the canonical module name: a cache written while the file
+# was imported under another name (e.g. ``make_synthetic``) fails to load under this one.
+_CACHE = __name__ == "tools.make_synthetic"
+
 # splitmix64 constants
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -74,7 +88,7 @@ _WSCALE = 2.0 * math.sqrt(3.0) * 2.0 ** -53  # (z >> 11) - 2**52 -> [-sqrt 3, sq
 # text formatting kernel
 # --------------------------------------------------------------------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def _format_block(labels, indptr, indices, mant, expo, neg, offset, binary_labels, binary_values,
                   out):
     """Write rows as libsvm text into the uint8 buffer ``out``; return the number of bytes.
@@ -181,7 +195,7 @@ def _format_block(labels, indptr, indices, mant, expo, neg, offset, binary_label
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def _quantize(v, mant, expo, neg):
     """Round ``v`` in place to 6 significant digits; fill ``mant``, ``expo``, ``neg`` for the writer.
 
@@ -230,7 +244,7 @@ def _format_g6(values) -> list[str]:
     return [line.split(b":", 1)[1].decode() for line in out[:end].tobytes().splitlines()]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=_CACHE)
 def _hash_weight(key, idx):
     """Hidden weight number ``idx``: splitmix64 of ``key + idx * golden``, mapped to
     ``[-sqrt 3, sqrt 3)`` with a single rounding (no FMA can change it)."""
@@ -242,7 +256,7 @@ def _hash_weight(key, idx):
     return np.float64(s) * _WSCALE
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def _dense_weights(key, features, kw):
     W = np.empty((features, kw))
     for j in range(features):
@@ -251,7 +265,7 @@ def _dense_weights(key, features, kw):
     return W
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def _row_scores(indptr, feats, vals, has_vals, key, kw, bias, out):
     """``out[i, c] = sum_t W[feats[t], c] * vals[t] + bias[c]`` over the non-zeros of row i."""
     for i in range(indptr.shape[0] - 1):
@@ -263,7 +277,7 @@ def _row_scores(indptr, feats, vals, has_vals, key, kw, bias, out):
             out[i, c] = acc + bias[c]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def _draw_features(u, cdf, guide, out):
     """``out = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)``, but a binary
     search only within the guide-table bucket of each ``u`` (about 4x faster than searchsorted)."""
@@ -271,7 +285,7 @@ def _draw_features(u, cdf, guide, out):
     last = cdf.shape[0] - 1
     for t in range(u.shape[0]):
         x = u[t]
-        b = int(x * G)  # exact: G is a power of two
+        b = min(int(x * G), G - 1)  # exact: G is a power of two (and x < 1)
         lo = guide[b]
         hi = min(guide[b + 1], last)
         while lo < hi:  # first j in [lo, hi] with cdf[j] > x (hi if none)
@@ -283,7 +297,7 @@ def _draw_features(u, cdf, guide, out):
         out[t] = lo
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=_CACHE, nogil=True)
 def _sort_unique_rows(counts, f, indptr):
     """Sort and de-duplicate each row's segment of ``f`` (rows given by ``counts``), compacting
     ``f`` in place; fill ``indptr``; return the number of non-zeros kept."""
@@ -451,6 +465,46 @@ def _open_compressed(raw, path):
     return None
 
 
+class _Writer:
+    """Writes buffers to ``sink`` in a background thread, so that compression (zlib, bz2, lzma
+    and zstd release the GIL) overlaps with generating the next block.  At most two buffers wait."""
+
+    def __init__(self, sink):
+        self._sink = sink
+        self._queue = queue.Queue(maxsize=2)
+        self._error = None
+        self._thread = threading.Thread(target=self._run, name="make_synthetic-writer",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:  # after an error keep draining, so put() never blocks
+                try:
+                    self._sink.write(item)
+                except BaseException as exc:
+                    self._error = exc
+
+    def write(self, data):
+        if self._error is not None:
+            raise self._error
+        self._queue.put(data)
+
+    def close(self):
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def abort(self):
+        self._error = self._error or RuntimeError("aborted")
+        self._queue.put(None)
+        self._thread.join()
+
+
 def _check(name, value, ok, what):
     if isinstance(value, bool) or not ok(value):
         raise ValueError(f"{name} must be {what}, got {value!r}")
@@ -496,17 +550,16 @@ def make_synthetic(path, *, rows, features, nnz_per_row=10, classes=2, noise=0.0
     counts = np.zeros(classes, np.int64)  # binary: [-1, +1]
     nnz = 0
     text_bytes = 0
-    buf = np.empty(0, np.uint8)
 
     from tqdm import tqdm
 
     bar = tqdm(total=rows, unit="row", unit_scale=True, disable=not progress, file=sys.stderr,
                desc=os.path.basename(path), dynamic_ncols=True, mininterval=0.5)
     raw = open(partial, "wb")
-    out = None
+    out = writer = None
     try:
         out = _open_compressed(raw, path)
-        sink = out if out is not None else raw
+        writer = _Writer(out if out is not None else raw)
         for b in range(-(-rows // gen.block_rows)):
             n = min(gen.block_rows, rows - b * gen.block_rows)
             blk = gen.block(b, n)
@@ -515,14 +568,13 @@ def make_synthetic(path, *, rows, features, nnz_per_row=10, classes=2, noise=0.0
                 mant, expo, neg = _EMPTY_I32, _EMPTY_I8, _EMPTY_BOOL
             else:
                 mant, expo, neg = blk.mant, blk.expo, blk.neg
-            need = n * (label_chars + 1) + feats.size * tok_chars
-            if buf.size < need:
-                buf = None
-                buf = np.empty(need, np.uint8)
+            # a fresh buffer per block: the writer thread may still hold the previous ones
+            buf = np.empty(n * (label_chars + 1) + feats.size * tok_chars, np.uint8)
             end = _format_block(y, blk.indptr, feats, mant, expo, neg, offset, gen.binary_labels,
                                 bool(binary_values), buf)
             del blk
-            sink.write(memoryview(buf)[:end])
+            writer.write(memoryview(buf)[:end])
+            del buf
             nnz += feats.size
             text_bytes += end
             if gen.binary_labels:
@@ -534,12 +586,15 @@ def make_synthetic(path, *, rows, features, nnz_per_row=10, classes=2, noise=0.0
                 dt = time.perf_counter() - t0
                 bar.set_postfix_str(f"{text_bytes / 1e6 / max(dt, 1e-9):.0f} MB/s, "
                                     f"{text_bytes / 1e6:,.0f} MB", refresh=False)
+        writer.close()
         if out is not None:
             out.close()
         raw.close()
         os.replace(partial, path)
     except BaseException:
         bar.close()
+        if writer is not None:
+            writer.abort()
         if out is not None:
             try:
                 out.close()
@@ -633,6 +688,3 @@ def main(argv=None) -> int:
           f"{summary['seconds']:.2f} s = {summary['mb_per_s']:.1f} MB/s; labels {labels}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

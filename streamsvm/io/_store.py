@@ -223,14 +223,12 @@ class Store:
 def _zarr_store(url: str, storage_options: dict | None, mode: str):
     """Map a URL onto a zarr store object (the only place URLs become zarr stores)."""
     import zarr.storage
-    fs, path = url_to_fs(url, storage_options)
-    if getattr(fs, "protocol", None) in ("file", ("file", "local"), "local") or \
-            "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+    from ._urls import is_local
+    if is_local(url):
+        fs, path = url_to_fs(url, storage_options)
         return zarr.storage.LocalStore(path, read_only=(mode == "r"))
-    if not fs.async_impl:
-        from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
-        fs = AsyncFileSystemWrapper(fs)
-    return zarr.storage.FsspecStore(fs, path=path, read_only=(mode == "r"))
+    return zarr.storage.FsspecStore.from_url(url, storage_options=dict(storage_options or {}),
+                                             read_only=(mode == "r"))
 
 
 def read_meta(url: str, storage_options: dict | None = None) -> dict | None:

@@ -1,0 +1,90 @@
+"""The local thread backend: blocks read from the store by read-ahead threads, kept in a cache.
+
+A backend owns *how blocks reach the consumer*: reading, caching, counting I/O. The
+scheduler above it owns orders, pass accounting, per-row state and the fixed-order
+reduction. A ``dask.distributed`` backend would be another module with the same two
+methods: its ``map_reduce`` would ship ``func`` to the workers owning each block (they read
+the store themselves and keep their blocks' per-row state), then fold the partials in the
+same rank order as :class:`~streamsvm.schedule._reduce.OrderedReducer`, so its results
+equal this backend's bit for bit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+
+from ..exceptions import StoreError
+from ._blocks import Block, BlockLayout
+from ._cache import BlockCache
+from ._prefetch import read_ahead
+
+__all__ = ["LocalBackend"]
+
+logger = logging.getLogger(__name__)
+
+
+class LocalBackend:
+    """Read blocks of ``store`` with ``prefetch`` threads, caching up to ``cache_bytes``.
+
+    Parameters
+    ----------
+    store : Store or InMemoryStore
+    layout : BlockLayout
+    prefetch : int
+        Blocks read ahead of the consumer (0: read in the consumer thread).
+    cache_bytes : int
+        Initial cache capacity.
+
+    Attributes
+    ----------
+    cache : BlockCache
+    store_reads : int
+        Blocks read from the store (cache misses).
+    cache_hits : int
+        Blocks served from the cache.
+    bytes_read : int
+        Decoded bytes returned by the store (``Chunk.nbytes``).
+    """
+
+    def __init__(self, store, layout: BlockLayout, *, prefetch: int, cache_bytes: int):
+        self.store = store
+        self.layout = layout
+        self.prefetch = prefetch
+        self.cache = BlockCache(cache_bytes)
+        self.store_reads = 0
+        self.cache_hits = 0
+        self.bytes_read = 0
+
+    def read_block(self, b: int) -> Block:
+        """Read block ``b`` from the store (any thread); errors name the block and chunk."""
+        lay = self.layout
+        c, start, stop = int(lay.chunk[b]), int(lay.start[b]), int(lay.stop[b])
+        try:
+            if lay.whole[b]:
+                chunk = self.store.read_chunk(c)
+            else:
+                chunk = self.store.read_rows(start, stop, chunk_id=c)
+            if chunk.n_rows != stop - start or chunk.row_start != start:
+                raise StoreError(f"expected rows [{start}, {stop}), got {chunk.n_rows} rows "
+                                 f"starting at {chunk.row_start}")
+        except Exception as exc:
+            url = getattr(self.store, "url", type(self.store).__name__)
+            raise StoreError(f"store {url!r}: cannot read block {b} (chunk {c}, rows "
+                             f"[{start}, {stop})): {type(exc).__name__}: {exc}") from exc
+        return Block(b, start, chunk.indptr, chunk.indices, chunk.data, chunk.y, chunk=c)
+
+    def iter_blocks(self, ids: Iterable[int]) -> Iterator[Block]:
+        """Yield the blocks ``ids`` in order, from the cache or read ahead from the store."""
+        blocks = read_ahead(ids, self.read_block, self.prefetch, lookup=self.cache.get)
+        try:
+            for b, block, loaded in blocks:
+                if loaded:
+                    self.store_reads += 1
+                    self.bytes_read += block.nbytes
+                    self.cache.admit(b, block)
+                else:
+                    self.cache_hits += 1
+                yield block
+        finally:
+            blocks.close()

@@ -1,0 +1,130 @@
+"""Block visiting orders: sequential, seeded random, cyclic, explicit and weighted schedules.
+
+Every order depends only on ``(seed, sweep)`` — never on timing, thread count or the cache —
+so a resumed run that restores the sweep counter visits exactly the same blocks.
+Random streams are ``np.random.default_rng([seed, stream, ...])`` with a distinct
+``stream`` constant per use, so the chunk order, the row permutations inside blocks and a
+solver's own draws never share a generator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError
+
+__all__ = ["ORDERS", "sweep_order", "visit_ranks", "weighted_schedule",
+           "ORDER_STREAM", "ROW_STREAM", "USER_STREAM"]
+
+ORDERS = ("sequential", "random", "cyclic")
+
+ORDER_STREAM = 0   # permutation of blocks in a "random" sweep
+ROW_STREAM = 1     # PassScheduler.block_rng: randomness inside one visited block
+USER_STREAM = 2    # PassScheduler.rng: a solver's own seeded draws
+
+
+def sweep_order(order, n_blocks: int, seed: int, sweep: int) -> np.ndarray:
+    """Block ids visited by one sweep, in visiting order.
+
+    Parameters
+    ----------
+    order : {"sequential", "random", "cyclic"} or sequence of int
+        ``"sequential"``: ``0, 1, ..., n_blocks - 1``. ``"random"``: a permutation drawn
+        from ``default_rng([seed, ORDER_STREAM, sweep])``, new every sweep.
+        ``"cyclic"``: ascending on even sweeps, descending on odd ones. A sequence: those
+        block ids in that order, repeats allowed (weighted schedules).
+    n_blocks : int
+    seed : int
+    sweep : int
+        Index of the sweep (0 for the first).
+
+    Returns
+    -------
+    ndarray of shape (n_visits,), int64
+    """
+    if isinstance(order, str):
+        if order == "sequential":
+            return np.arange(n_blocks, dtype=np.int64)
+        if order == "random":
+            rng = np.random.default_rng([seed, ORDER_STREAM, sweep])
+            return rng.permutation(n_blocks).astype(np.int64)
+        if order == "cyclic":
+            ids = np.arange(n_blocks, dtype=np.int64)
+            return ids if sweep % 2 == 0 else ids[::-1].copy()
+        raise InvalidParameterError(
+            f"The 'order' parameter must be one of {ORDERS} or a sequence of block ids. "
+            f"Got {order!r} instead.")
+    ids = np.asarray(order)
+    if ids.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise InvalidParameterError(
+            f"The 'order' parameter, when a sequence, must be a 1-d sequence of integer block "
+            f"ids. Got an array of shape {ids.shape} and dtype {ids.dtype} instead.")
+    bad = (ids < 0) | (ids >= n_blocks)
+    if bad.any():
+        raise InvalidParameterError(
+            f"The 'order' parameter contains block id {int(ids[bad][0])}, outside "
+            f"[0, {n_blocks}).")
+    return ids.astype(np.int64)
+
+
+def visit_ranks(ids: np.ndarray) -> np.ndarray:
+    """Rank of each visit in ascending (block id, occurrence) order.
+
+    ``ranks[j]`` is the position of visit ``j`` once the visits are sorted by block id, the
+    k-th visit of a repeated block after its (k-1)-th. It depends only on the multiset of
+    visits, not on their order: combining partial results by rank gives the same
+    floating-point sums for every visiting order.
+
+    Parameters
+    ----------
+    ids : ndarray of shape (n_visits,), int
+
+    Returns
+    -------
+    ndarray of shape (n_visits,), int64
+    """
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[np.argsort(ids, kind="stable")] = np.arange(len(ids), dtype=np.int64)
+    return ranks
+
+
+def weighted_schedule(weights, n: int, rng: np.random.Generator) -> np.ndarray:
+    """A shuffled multiset of ``n`` block ids, block ``b`` appearing about ``n·w_b/Σw`` times.
+
+    Counts use systematic sampling: with ``e_b = n·w_b/Σw`` and one uniform ``u``,
+    block ``b`` gets ``ceil(E_b − u) − ceil(E_{b−1} − u)`` visits (``E`` the cumulative
+    sum of ``e``). Every count is ``floor(e_b)`` or ``ceil(e_b)``, the expectation is
+    exactly ``e_b``, and the counts sum to exactly ``n`` (no drift, unlike rounding each
+    count). The multiset is then shuffled with ``rng``. Blocks of weight 0 never appear.
+
+    Parameters
+    ----------
+    weights : array-like of shape (n_blocks,)
+        Non-negative, finite, not all zero (e.g. AVSF chunk masses ``Σ_{i in b} p_i``).
+    n : int
+        Length of the schedule (number of block visits).
+    rng : numpy.random.Generator
+        For example ``sched.rng(epoch)``.
+
+    Returns
+    -------
+    ndarray of shape (n,), int64
+        Pass it as ``order`` to :meth:`PassScheduler.blocks` or ``map_reduce``.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise InvalidParameterError(
+            "The 'weights' parameter of weighted_schedule must be a 1-d array of finite, "
+            "non-negative numbers that are not all zero.")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise InvalidParameterError(
+            f"The 'n' parameter of weighted_schedule must be an int >= 0. Got {n!r} instead.")
+    edges = np.cumsum(w) * (n / w.sum())
+    edges[np.flatnonzero(w)[-1]:] = n   # exact total; trailing zero weights stay at 0 visits
+    u = rng.random()
+    cum = np.ceil(edges - u).astype(np.int64)
+    counts = np.diff(np.concatenate(([0], np.maximum(cum, 0))))
+    schedule = np.repeat(np.arange(len(w), dtype=np.int64), counts)
+    return rng.permutation(schedule)

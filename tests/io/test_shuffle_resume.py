@@ -1,0 +1,128 @@
+"""External shuffle, interrupted conversions (killed processes) and resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import streamsvm as ss
+from streamsvm.exceptions import IncompleteStoreError
+from streamsvm.io import convert
+from streamsvm.io._store import read_meta
+
+from ..conftest import shared_dataset
+from .helpers import store_arrays, store_to_csr
+
+
+def _rows_as_set(store):
+    X, y = store_to_csr(store)
+    return sorted((float(y[i]), tuple(X.indices[X.indptr[i]:X.indptr[i + 1]]),
+                   tuple(X.data[X.indptr[i]:X.indptr[i + 1]])) for i in range(X.shape[0]))
+
+
+def test_shuffle_is_a_seeded_permutation(tmp_path):
+    path = str(shared_dataset("mushrooms/mushrooms"))
+    plain = convert(path, str(tmp_path / "p.zarr"), chunk_rows=1000)
+    a = convert(path, str(tmp_path / "a.zarr"), chunk_rows=1000, shuffle=True, seed=1,
+                shuffle_memory=50_000)   # forces many buckets and recursive splits
+    b = convert(path, str(tmp_path / "b.zarr"), chunk_rows=1000, shuffle=True, seed=1,
+                shuffle_memory=10 << 20)
+    c = convert(path, str(tmp_path / "c.zarr"), chunk_rows=1000, shuffle=True, seed=2)
+    assert _rows_as_set(a) == _rows_as_set(plain)
+    ya, yb, yc = (store_to_csr(s)[1] for s in (a, b, c))
+    yp = store_to_csr(plain)[1]
+    assert not np.array_equal(ya, yp) and not np.array_equal(ya, yc)
+    # same seed, same budget → identical stores
+    a2 = convert(path, str(tmp_path / "a2.zarr"), chunk_rows=1000, shuffle=True, seed=1,
+                 shuffle_memory=50_000)
+    arr1, _ = store_arrays(tmp_path / "a.zarr")
+    arr2, _ = store_arrays(tmp_path / "a2.zarr")
+    for k in arr1:
+        np.testing.assert_array_equal(arr1[k], arr2[k])
+    # label runs of a random order: about n/2 for balanced classes (plain file: 2223)
+    runs = lambda y: int(np.count_nonzero(np.diff(y)))  # noqa: E731
+    assert runs(ya) > 0.45 * len(ya) > runs(yp)
+    assert len(yb) == len(ya)
+
+
+def _big_input(tmp_path, copies=12):
+    src = shared_dataset("a9a/a9a").read_bytes()
+    p = tmp_path / "big.svm"
+    p.write_bytes(src * copies)
+    return p
+
+
+def _convert_cmd(inp, out, *extra):
+    return [sys.executable, "-m", "streamsvm.cli", "convert", str(inp), str(out),
+            "--chunk-rows", "3000", "--resume-every", "2MB", "-q", *extra]
+
+
+def _kill_when_progress(proc, out, min_rows):
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            meta = read_meta(str(out))
+        except Exception:
+            meta = None
+        if meta and (meta.get("progress") or {}).get("rows_done", 0) >= min_rows:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.01)
+    proc.kill()
+    raise AssertionError("conversion made no progress")
+
+
+@pytest.mark.parametrize("kill_after_rows", [1, 120_000])
+def test_killed_conversion_resumes_to_identical_store(tmp_path, kill_after_rows):
+    inp = _big_input(tmp_path)
+    ref = tmp_path / "ref.zarr"
+    subprocess.run(_convert_cmd(inp, ref), check=True)
+    out = tmp_path / "out.zarr"
+    proc = subprocess.Popen(_convert_cmd(inp, out))
+    if not _kill_when_progress(proc, out, kill_after_rows):
+        pytest.skip("the conversion finished before it could be killed")
+    with pytest.raises(IncompleteStoreError, match="incomplete"):
+        ss.open_store(str(out))
+    rows_before = read_meta(str(out))["progress"]["rows_done"]
+    assert 0 < rows_before < 32561 * 12
+    subprocess.run(_convert_cmd(inp, out, "--resume"), check=True)
+    a, attrs_a = store_arrays(ref)
+    b, attrs_b = store_arrays(out)
+    assert set(a) == set(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert attrs_a == attrs_b
+
+
+def test_rerun_after_kill_restarts_cleanly(tmp_path):
+    inp = _big_input(tmp_path, copies=8)
+    out = tmp_path / "out.zarr"
+    proc = subprocess.Popen(_convert_cmd(inp, out))
+    if not _kill_when_progress(proc, out, 1):
+        pytest.skip("the conversion finished before it could be killed")
+    subprocess.run(_convert_cmd(inp, out), check=True)   # no --resume: restart
+    ref = convert(str(inp), str(tmp_path / "ref.zarr"), chunk_rows=3000)
+    a, _ = store_arrays(ref.url)
+    b, _ = store_arrays(out)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_resume_with_other_options_restarts(tmp_path, caplog):
+    inp = _big_input(tmp_path, copies=8)
+    out = tmp_path / "out.zarr"
+    proc = subprocess.Popen(_convert_cmd(inp, out))
+    if not _kill_when_progress(proc, out, 1):
+        pytest.skip("the conversion finished before it could be killed")
+    store = convert(str(inp), str(out), chunk_rows=5000, resume=True)
+    assert store.chunk_rows == 5000 and store.n_rows == 8 * 32561
+    assert "restarting" in caplog.text
