@@ -16,7 +16,9 @@ examples:
   streamsvm convert train.svm.bz2 train.zarr --chunk-rows 65536 --shuffle --seed 0
   streamsvm convert s3://bucket/part-*.svm.gz s3://bucket/train.zarr
   streamsvm info train.zarr --json
-  streamsvm quickstart          # convert, inspect the bundled a9a sample
+  streamsvm train train.zarr -o model.json -C 1 --loss hinge --memory 2GB --checkpoint ckpt/
+  streamsvm evaluate model.json test.zarr --json
+  streamsvm quickstart          # convert, train and evaluate on the bundled a9a sample
 """
 
 
@@ -102,9 +104,64 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print one JSON object")
     _add_storage(i)
 
+    t = sub.add_parser("train", help="train a linear SVM on a store",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Train by streaming the store's chunks through the solver. "
+                                   "Problem: min ½‖w‖² + C Σ loss(y_i (wᵀx_i + b)), the bias "
+                                   "b a regularized constant feature (LIBLINEAR -B). Stops when "
+                                   "the exact relative duality gap ≤ --tol, or at --max-passes.")
+    t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
+    t.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
+    t.add_argument("--solver", default="dcd", help="solver (default dcd; see 'streamsvm "
+                   "solvers')")
+    t.add_argument("-C", type=float, default=1.0, help="regularization trade-off (default 1)")
+    t.add_argument("--loss", choices=["squared_hinge", "hinge"], default="squared_hinge",
+                   help="squared_hinge = LIBLINEAR -s 1 (default), hinge = -s 3")
+    t.add_argument("--bias", type=float, default=1.0,
+                   help="value of the constant bias feature (default 1; 0 = no bias)")
+    t.add_argument("--tol", type=float, default=1e-3,
+                   help="stop at this relative duality gap (default 1e-3)")
+    t.add_argument("--max-passes", type=float, default=200,
+                   help="stop after this many passes over the data (default 200)")
+    t.add_argument("--class-weight", action="append", default=[], metavar="LABEL=W|balanced",
+                   help="per-class C multiplier, repeatable (LIBLINEAR -wi), or 'balanced'")
+    t.add_argument("--seed", type=int, default=0, help="seed of every random order (default 0)")
+    t.add_argument("--memory", default="1GB",
+                   help="RAM budget for cached chunks, per-row state and the active-set slab "
+                        "(default 1GB)")
+    t.add_argument("--checkpoint", default=None, metavar="DIR_OR_URL",
+                   help="write checkpoints here (any fsspec URL)")
+    t.add_argument("--checkpoint-every-passes", type=int, default=1, metavar="N",
+                   help="sweeps between checkpoints (default 1)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from the newest valid checkpoint in --checkpoint")
+    t.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
+                   help="model file format (liblinear: LIBLINEAR's text model)")
+    t.add_argument("--json", action="store_true", help="print a JSON summary at the end")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_storage(t)
+
+    for name, helptext in (("predict", "write one predicted label per row"),
+                           ("evaluate", "accuracy (and objective) of a model on data")):
+        e = sub.add_parser(name, help=helptext,
+                           description=f"{helptext.capitalize()}. DATA is a store or a "
+                                       "libsvm/svmlight file (local or URL, compressed or not).")
+        e.add_argument("model", help="model file from 'streamsvm train'")
+        e.add_argument("data", help="store or libsvm file")
+        if name == "predict":
+            e.add_argument("-o", "--output", required=True, help="output text file")
+            e.add_argument("--scores", action="store_true",
+                           help="write decision values instead of labels")
+        else:
+            e.add_argument("--json", action="store_true", help="print one JSON object")
+        e.add_argument("--zero-based", choices=["yes", "no"], default="no",
+                       help="index base of a libsvm DATA file (default no)")
+        _add_storage(e)
+
     q = sub.add_parser("quickstart", help="run the main job on the bundled a9a sample",
-                       description="Convert the bundled a9a sample (LIBSVM's adult data) into a "
-                                   "store in a work directory and describe it.")
+                       description="Convert the bundled a9a sample (LIBSVM's adult data) into "
+                                   "stores in a work directory, train a linear SVM and "
+                                   "evaluate it on the test split.")
     q.add_argument("--workdir", default="streamsvm-quickstart",
                    help="directory for the stores (default ./streamsvm-quickstart)")
     return parser
@@ -164,19 +221,151 @@ def _cmd_quickstart(args) -> int:
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     train, test = sample_path("a9a"), sample_path("a9a.t")
-    print(f"[1/2] convert {train.name} and {test.name} (bundled a9a sample) into {work}/")
+    print(f"[1/3] convert the bundled a9a sample ({train.name}, {test.name}) into {work}/")
     tr = convert([str(train)], str(work / "a9a.zarr"), chunk_rows=4096, overwrite=True,
-                 progress=False)
+                 shuffle=True, seed=0)
     te = convert([str(test)], str(work / "a9a.t.zarr"), chunk_rows=4096, overwrite=True,
-                 n_features=tr.n_features, progress=False)
-    print(f"      train: {tr.n_rows:,} rows, {tr.n_features} features, {tr.nnz:,} non-zeros")
-    print(f"      test:  {te.n_rows:,} rows")
-    print(f"[2/2] streamsvm info {work / 'a9a.zarr'}")
-    return _cmd_info(argparse.Namespace(store=str(work / "a9a.zarr"), json=False,
-                                        storage_option=[]))
+                 n_features=tr.n_features)
+    print(f"      train: {tr.n_rows:,} rows, {tr.n_features} features, {tr.nnz:,} non-zeros; "
+          f"test: {te.n_rows:,} rows")
+    model_path = work / "a9a.model.json"
+    print(f"[2/3] train: streamsvm train {work / 'a9a.zarr'} -o {model_path} -C 1 "
+          f"--loss hinge")
+    rc = _cmd_train(argparse.Namespace(
+        store=str(work / "a9a.zarr"), output=str(model_path), solver="dcd", C=1.0,
+        loss="hinge", bias=1.0, tol=1e-3, max_passes=200, class_weight=[], seed=0,
+        memory="1GB", checkpoint=None, checkpoint_every_passes=1, resume=False,
+        format="streamsvm", json=False, quiet=False, storage_option=[]))
+    if rc:
+        return rc
+    print(f"[3/3] evaluate: streamsvm evaluate {model_path} {work / 'a9a.t.zarr'}")
+    return _cmd_evaluate(argparse.Namespace(model=str(model_path), data=str(work / "a9a.t.zarr"),
+                                            json=False, zero_based="no", storage_option=[]))
 
 
-COMMANDS = {"convert": _cmd_convert, "info": _cmd_info, "quickstart": _cmd_quickstart}
+def _class_weight(items):
+    if not items:
+        return None
+    if items == ["balanced"]:
+        return "balanced"
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"streamsvm train: error: --class-weight expects LABEL=WEIGHT or "
+                             f"'balanced', got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[float(k)] = float(v)
+        except ValueError:
+            raise SystemExit(f"streamsvm train: error: --class-weight {item!r}: LABEL and "
+                             f"WEIGHT must be numbers") from None
+    return out
+
+
+def _cmd_train(args) -> int:
+    import signal
+    import threading
+    import time
+    from .estimators import train
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        if stop.is_set():          # second signal: give up at once
+            raise KeyboardInterrupt
+        stop.set()
+        print(f"\nstreamsvm train: {signal.Signals(signum).name} received: finishing the "
+              f"current sweep and writing a checkpoint", file=sys.stderr)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    bar = None
+    if not args.quiet:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=args.max_passes, unit="pass", desc="train", dynamic_ncols=True,
+                   bar_format="{desc}: {n:.2f}/{total:g} passes [{elapsed}<{remaining}] "
+                              "{postfix}")
+    t_start = time.perf_counter()
+    last = {"rows": 0.0, "t": t_start}
+
+    def progress(entry):
+        if bar is None:
+            return
+        bar.n = min(entry["passes"], args.max_passes)
+        now = time.perf_counter()
+        rate = (entry["passes"] - last["rows"]) * n_rows / max(now - last["t"], 1e-9)
+        last.update(rows=entry["passes"], t=now)
+        bar.set_postfix_str(f"gap {entry['gap']:.2e}{'*' if entry['exact'] else ''} primal "
+                            f"{entry['primal']:.6g} active {entry['active']:,} "
+                            f"{rate:,.0f} rows/s {entry['mb_read'] / max(entry['sweep_seconds'], 1e-9):.0f} MB/s")
+
+    from .io import open_store
+    so = _storage_options(args.storage_option)
+    store = open_store(args.store, storage_options=so)
+    n_rows = store.n_rows
+    try:
+        model, result = train(
+            store, solver=args.solver, memory=args.memory, seed=args.seed,
+            checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every_passes,
+            resume=args.resume, storage_options=so, callback=progress,
+            should_stop=stop.is_set, C=args.C, loss=args.loss, bias=args.bias, tol=args.tol,
+            max_passes=args.max_passes, class_weight=_class_weight(args.class_weight))
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        where = f"; resume with --resume --checkpoint {args.checkpoint}" if args.checkpoint else ""
+        print(f"streamsvm train: interrupted{where}", file=sys.stderr)
+        return 130
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if bar is not None:
+        bar.n = min(result.passes, args.max_passes)
+        bar.close()
+    if args.format == "liblinear":
+        model.to_liblinear(args.output, storage_options=so)
+    else:
+        model.save(args.output, storage_options=so)
+    seconds = time.perf_counter() - t_start
+    summary = {"passes": result.passes, "n_iter": result.n_iter, "primal": result.primal,
+               "dual": result.dual, "gap": result.stop_value, "converged": result.converged,
+               "seconds": seconds, "model": args.output}
+    if args.json:
+        print(json.dumps(summary))
+    elif not args.quiet:
+        print(f"wrote {args.output}: {result.n_iter} sweeps, {result.passes:.2f} passes, primal "
+              f"{result.primal:.6f}, dual {result.dual:.6f}, relative gap "
+              f"{result.stop_value:.2e}, {'converged' if result.converged else 'NOT converged'}, "
+              f"{seconds:.2f}s")
+    return 0
+
+
+def _cmd_predict(args) -> int:
+    from ._evaluate import predict_to_file
+    from .model import load_model
+    so = _storage_options(args.storage_option)
+    n = predict_to_file(load_model(args.model, storage_options=so), args.data, args.output,
+                        storage_options=so, zero_based=args.zero_based, scores=args.scores)
+    print(f"wrote {n:,} predictions to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _cmd_evaluate(args) -> int:
+    from ._evaluate import evaluate
+    from .model import load_model
+    so = _storage_options(args.storage_option)
+    res = evaluate(load_model(args.model, storage_options=so), args.data, storage_options=so,
+                   zero_based=args.zero_based)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        line = f"accuracy {res['accuracy']:.4f} ({res['correct']:,}/{res['n_rows']:,})"
+        if "objective" in res:
+            line += f", objective {res['objective']:.6f} (C={res['C']:g}, {res['loss']})"
+        print(line)
+    return 0
+
+
+COMMANDS = {"convert": _cmd_convert, "info": _cmd_info, "train": _cmd_train,
+            "predict": _cmd_predict, "evaluate": _cmd_evaluate, "quickstart": _cmd_quickstart}
 
 
 def main(argv=None) -> int:

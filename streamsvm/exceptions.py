@@ -16,6 +16,7 @@ __all__ = [
     "IncompleteStoreError",
     "InvalidParameterError",
     "CheckpointError",
+    "NotFittedError",
     "ConvergenceWarning",
 ]
 
@@ -71,6 +72,10 @@ class IncompleteStoreError(StoreError):
 
 class InvalidParameterError(StreamSVMError, ValueError, TypeError):
     """A parameter has an invalid value or type (checked before the first pass)."""
+
+
+class NotFittedError(StreamSVMError, ValueError, AttributeError):
+    """An estimator was used before ``fit``."""
 
 
 class CheckpointError(StreamSVMError, ValueError):

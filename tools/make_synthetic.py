@@ -13,11 +13,14 @@ them is meaningful (well above chance, below 100 % once ``noise`` > 0):
   Python's ``'%.6g'`` would, so the parsed value *is* the value the labels were computed from
   (magnitudes are clamped to [1e-12, 1e12]); or exactly ``1`` with ``binary_values``;
 * labels: a hidden dense model ``W`` (uniform on [-sqrt 3, sqrt 3], one weight per feature and
-  class, defined by a hash of (seed, feature, class) so it costs no memory even for D = 10^8)
-  plus a bias chosen on a fixed pilot sample to balance the classes.  Binary (``classes=2``):
-  ``sign(x.w + b)`` written ``+1`` / ``-1``; multiclass: ``argmax_c x.W[:, c] + b[c]`` written
-  ``1..k``.  Then each label is replaced, with probability ``noise``, by a different class
-  chosen uniformly.
+  class, defined by a hash of (seed, feature, class), so it is never stored: see
+  ``hidden_model``) plus a bias chosen on a fixed pilot sample to balance the classes.
+  Binary (``classes=2``): ``sign(x.w + b)`` written ``+1`` / ``-1``; multiclass:
+  ``argmax_c x.W[:, c] + b[c]`` written ``1..k``.  Then each label is replaced, with
+  probability ``noise``, by a different class chosen uniformly.
+
+Memory: about 200 MB (numpy + numba + one block of ~5 * 10^5 non-zeros), plus 8 bytes per
+feature for the Zipf CDF (D = 10^7: ~290 MB), whatever the number of rows.
 
 Determinism: the same arguments (and numpy version) give the same bytes.  Block ``i`` draws from
 ``SeedSequence(seed, spawn_key=(2, i, stream))``; the block size is a fixed function of
@@ -40,6 +43,7 @@ import bz2
 import gzip
 import lzma
 import math
+import numbers
 import os
 import queue
 import sys
@@ -57,7 +61,7 @@ if __name__ == "__main__":
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["make_synthetic", "main"]
+__all__ = ["make_synthetic", "hidden_model", "main"]
 
 #: Rows per generated block (fewer when rows are long, so a block holds about BLOCK_TOKENS
 #: non-zeros).  Changing either changes the output bytes.
@@ -70,7 +74,8 @@ _MIN_ABS, _MAX_ABS = 1e-12, 1e12
 _POW10 = np.array([float(10 ** i) for i in range(23)])  # exact powers of ten
 _STREAM_MODEL, _STREAM_PILOT, _STREAM_BLOCK = 0, 1, 2
 _COUNTS, _FEATURES, _VALUES, _FLIP, _TARGET = range(5)
-_EMPTY_I32, _EMPTY_I8, _EMPTY_BOOL = np.empty(0, np.int32), np.empty(0, np.int8), np.empty(0, np.bool_)
+_EMPTY_I32, _EMPTY_I8, _EMPTY_BOOL = (np.empty(0, np.int32), np.empty(0, np.int8),
+                                      np.empty(0, np.bool_))
 _VALUE_MAX_CHARS = 13  # '-1.23456e-123'; '-0.000123456' is 12
 
 # Cache compiled kernels only under the canonical module name: a cache written while the file
@@ -197,7 +202,7 @@ def _format_block(labels, indptr, indices, mant, expo, neg, offset, binary_label
 
 @numba.njit(cache=_CACHE, nogil=True)
 def _quantize(v, mant, expo, neg):
-    """Round ``v`` in place to 6 significant digits; fill ``mant``, ``expo``, ``neg`` for the writer.
+    """Round ``v`` in place to 6 significant digits; fill ``mant``, ``expo``, ``neg`` for output.
 
     Afterwards ``v[i]`` is exactly the float64 a correct parser reads back from the text written for
     ``(mant[i], expo[i], neg[i])``: only exact powers of ten are used (|5 - expo| <= 17 after
@@ -232,7 +237,7 @@ def _quantize(v, mant, expo, neg):
 
 
 def _format_g6(values) -> list[str]:
-    """The tokens written for ``values`` (testing aid); they equal ``'%.6g'`` of the rounded values."""
+    """The tokens written for ``values`` (testing aid): ``'%.6g'`` of the rounded values."""
     v = np.array(values, dtype=np.float64).ravel()
     n = v.shape[0]
     mant, expo, neg = np.empty(n, np.int32), np.empty(n, np.int8), np.empty(n, np.bool_)
@@ -467,11 +472,11 @@ def _open_compressed(raw, path):
 
 class _Writer:
     """Writes buffers to ``sink`` in a background thread, so that compression (zlib, bz2, lzma
-    and zstd release the GIL) overlaps with generating the next block.  At most two buffers wait."""
+    and zstd release the GIL) overlaps with generating the next block.  At most one buffer waits."""
 
     def __init__(self, sink):
         self._sink = sink
-        self._queue = queue.Queue(maxsize=2)
+        self._queue = queue.Queue(maxsize=1)
         self._error = None
         self._thread = threading.Thread(target=self._run, name="make_synthetic-writer",
                                         daemon=True)
@@ -515,7 +520,7 @@ def make_synthetic(path, *, rows, features, nnz_per_row=10, classes=2, noise=0.0
                    _block_rows=None) -> dict:
     """Stream a synthetic libsvm file to ``path`` (see the module docstring) and return a summary.
 
-    Memory is bounded by one block (about 10^6 non-zeros) plus 8 bytes per feature for the
+    Memory is bounded by one block (about 5 * 10^5 non-zeros) plus 8 bytes per feature for the
     Zipf CDF, whatever ``rows`` is.  ``_block_rows`` overrides the internal block size (for tests
     only: it changes the output).
 
@@ -524,15 +529,15 @@ def make_synthetic(path, *, rows, features, nnz_per_row=10, classes=2, noise=0.0
     (uncompressed MB written per second, 1 MB = 10^6 bytes) and ``label_counts``
     ({label: rows}; labels -1/+1, or 1..k).
     """
-    integral = (int, np.integer)
+    integral, real = numbers.Integral, numbers.Real
     _check("rows", rows, lambda v: isinstance(v, integral) and v >= 0, "an integer >= 0")
     _check("features", features, lambda v: isinstance(v, integral) and v >= 1, "an integer >= 1")
     _check("nnz_per_row", nnz_per_row, lambda v: isinstance(v, integral) and v >= 1,
            "an integer >= 1")
     _check("classes", classes, lambda v: isinstance(v, integral) and v >= 2, "an integer >= 2")
-    _check("noise", noise, lambda v: isinstance(v, (int, float)) and 0 <= v <= 1,
+    _check("noise", noise, lambda v: isinstance(v, real) and 0 <= v <= 1,
            "a number in [0, 1]")
-    _check("zipf", zipf, lambda v: isinstance(v, (int, float)) and 0 <= v < math.inf,
+    _check("zipf", zipf, lambda v: isinstance(v, real) and 0 <= v < math.inf,
            "a finite number >= 0")
     _check("seed", seed, lambda v: isinstance(v, integral) and v >= 0, "an integer >= 0")
     rows, features, nnz_per_row, classes, seed = map(int, (rows, features, nnz_per_row, classes,
@@ -643,23 +648,25 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog="OUT ending in .gz/.bz2/.xz/.zst is compressed. The file is written to "
                "OUT.partial and renamed when complete. Example: python tools/make_synthetic.py "
                "train.svm.gz --rows 1000000 --features 100000 --nnz-per-row 20",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("out", metavar="OUT", help="output path (.gz, .bz2, .xz, .zst compress)")
     p.add_argument("--rows", type=int, required=True, help="number of rows (examples)")
     p.add_argument("--features", type=int, required=True, help="number of features D")
     p.add_argument("--nnz-per-row", type=int, default=10, metavar="K",
-                   help="mean non-zeros per row (1 + Poisson(K-1), capped at D, de-duplicated)")
+                   help="mean non-zeros per row: 1 + Poisson(K-1), capped at D, de-duplicated "
+                        "(default: %(default)s)")
     p.add_argument("--classes", type=int, default=2,
-                   help="2: labels -1/+1; k > 2: labels 1..k (argmax of k hidden models)")
+                   help="2: labels -1/+1; k > 2: labels 1..k, the argmax of k hidden models "
+                        "(default: %(default)s)")
     p.add_argument("--noise", type=float, default=0.05,
-                   help="fraction of labels replaced by a different class at random")
+                   help="fraction of labels replaced by a different class at random "
+                        "(default: %(default)s)")
     p.add_argument("--zipf", type=float, default=1.1,
                    help="feature j is drawn with probability proportional to 1/(j+1)^zipf "
-                        "(0: uniform)")
+                        "(0: uniform; default: %(default)s)")
     p.add_argument("--binary-values", action="store_true",
                    help="write every value as exactly 1 (idx:1)")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     p.add_argument("--zero-based", action="store_true",
                    help="write 0-based feature indices (default: 1-based, the libsvm convention)")
     p.add_argument("--quiet", action="store_true",

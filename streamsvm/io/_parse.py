@@ -47,6 +47,15 @@ _S_ROWS, _S_NNZ, _S_SLOW, _S_CODE, _S_START, _S_END, _S_AUX, _S_MIN, _S_MAX = ra
 _N_STATE = 9
 _INSERTION_SORT_MAX = 32
 
+# The kernels allocate nothing, so they are compiled without numba's runtime (NRT), as
+# numba's own string kernels are: otherwise every call of a helper taking an array does
+# an atomic incref/decref that numba's pruning does not remove, and this byte loop runs
+# about 10x slower.
+_NO_NRT = ({"_nrt": False}
+           if hasattr(getattr(numba.core, "cpu", None), "CPUTargetOptions")
+           and hasattr(numba.core.cpu.CPUTargetOptions, "_nrt") else {})
+_kernel = numba.njit(cache=True, nogil=True, **_NO_NRT)
+
 
 @dataclasses.dataclass(frozen=True)
 class ParsedBlock:
@@ -84,7 +93,7 @@ class ParsedBlock:
 # Kernels.
 # ---------------------------------------------------------------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _count_bytes(buf, out_counts):
     """Count newlines and colons, the bounds on rows and nnz that pre-size the outputs.
 
@@ -106,13 +115,13 @@ def _count_bytes(buf, out_counts):
     out_counts[1] = n_colon
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _is_ws(c):
     """Field separator within a line: space, ``\\t``, ``\\v``, ``\\f`` or ``\\r``."""
     return c == 32 or (c >= 9 and c <= 13 and c != 10)
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _is_end(buf, pos, n):
     """Whether ``pos`` ends a token: end of buffer, whitespace, newline or ``#``."""
     if pos >= n:
@@ -121,7 +130,7 @@ def _is_end(buf, pos, n):
     return c == 32 or (c >= 9 and c <= 13) or c == 35
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _skip_ws(buf, pos, n):
     """First position at or after ``pos`` that is not a field separator."""
     while pos < n and _is_ws(buf[pos]):
@@ -129,7 +138,7 @@ def _skip_ws(buf, pos, n):
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _skip_line(buf, pos, n):
     """Position of the next newline at or after ``pos`` (``n`` when there is none)."""
     while pos < n and buf[pos] != 10:
@@ -137,7 +146,7 @@ def _skip_line(buf, pos, n):
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _token_end(buf, pos, n):
     """End (exclusive) of the token starting at ``pos``."""
     while not _is_end(buf, pos, n):
@@ -145,7 +154,7 @@ def _token_end(buf, pos, n):
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _fail(out_state, code, start, end, aux):
     """Record an error (code, token byte range, auxiliary value) and return -1."""
     out_state[_S_CODE] = code
@@ -155,7 +164,7 @@ def _fail(out_state, code, start, end, aux):
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _parse_int(buf, pos, n):
     """Parse ``[+-]digits`` at ``pos``, stopping at the first other byte.
 
@@ -192,7 +201,7 @@ def _parse_int(buf, pos, n):
     return (-v if neg else v), pos, 0
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _parse_exponent(buf, pos, n):
     """Parse the ``[+-]digits`` after ``e``/``E``; magnitudes are capped at 10**6.
 
@@ -215,7 +224,7 @@ def _parse_exponent(buf, pos, n):
     return (-ex if neg else ex), pos, n_dig > 0
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _parse_number(buf, pos, n, pow10):
     """Parse a decimal float at ``pos``, stopping at the first byte that cannot continue it.
 
@@ -283,7 +292,7 @@ def _parse_number(buf, pos, n, pow10):
     return (-x if neg else x), pos, _OK
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _skip_qid(buf, pos, n):
     """End of a ``qid:<int>`` token at ``pos``; -1 if it is malformed, ``pos`` if absent."""
     if pos + 4 > n or buf[pos] != 113 or buf[pos + 1] != 105 or buf[pos + 2] != 100 \
@@ -295,7 +304,7 @@ def _skip_qid(buf, pos, n):
     return end
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _check_index(idx, status, prev, min_index, max_index, sort_indices):
     """Error code for index ``idx`` following ``prev`` on its line (0 when valid)."""
     if status == 2:
@@ -311,20 +320,24 @@ def _check_index(idx, status, prev, min_index, max_index, sort_indices):
     return _E_NONE
 
 
-@numba.njit(cache=True, nogil=True)
-def _sort_pairs(out_indices, out_values, out_slow, lo, hi, slow_lo, slow_hi):
-    """Sort pairs ``[lo, hi)`` by index, keeping slow-list slots on their values.
+@_kernel
+def _sift_down(out_indices, out_values, lo, root, size):
+    """Restore the max-heap on ``[lo, lo + size)`` below ``root`` (offsets from ``lo``)."""
+    while 2 * root + 1 < size:
+        child = 2 * root + 1
+        if child + 1 < size and out_indices[lo + child + 1] > out_indices[lo + child]:
+            child += 1
+        if out_indices[lo + root] >= out_indices[lo + child]:
+            return
+        a, b = lo + root, lo + child
+        out_indices[a], out_indices[b] = out_indices[b], out_indices[a]
+        out_values[a], out_values[b] = out_values[b], out_values[a]
+        root = child
 
-    Insertion sort for short lines, a merge sort (which allocates) for long ones.
 
-    Returns
-    -------
-    dup : int
-        The smallest duplicated index, or -1 when the indices are unique.
-    """
-    for s in range(slow_lo, slow_hi):  # slot -> index (slots of values are >= 0)
-        if out_slow[s, 0] >= 0:
-            out_slow[s, 0] = out_indices[out_slow[s, 0]]
+@_kernel
+def _sort_by_index(out_indices, out_values, lo, hi):
+    """Sort pairs ``[lo, hi)`` by index in place: insertion sort, heapsort for long lines."""
     if hi - lo <= _INSERTION_SORT_MAX:
         for i in range(lo + 1, hi):
             k = out_indices[i]
@@ -336,20 +349,40 @@ def _sort_pairs(out_indices, out_values, out_slow, lo, hi, slow_lo, slow_hi):
                 j -= 1
             out_indices[j + 1] = k
             out_values[j + 1] = v
-    else:
-        order = np.argsort(out_indices[lo:hi], kind="mergesort")
-        out_indices[lo:hi] = out_indices[lo:hi][order]
-        out_values[lo:hi] = out_values[lo:hi][order]
-    for i in range(lo + 1, hi):
-        if out_indices[i] == out_indices[i - 1]:
-            return out_indices[i]
+        return
+    size = hi - lo
+    for root in range(size // 2 - 1, -1, -1):
+        _sift_down(out_indices, out_values, lo, root, size)
+    for last in range(size - 1, 0, -1):
+        a, b = lo, lo + last
+        out_indices[a], out_indices[b] = out_indices[b], out_indices[a]
+        out_values[a], out_values[b] = out_values[b], out_values[a]
+        _sift_down(out_indices, out_values, lo, 0, last)
+
+
+@_kernel
+def _sort_pairs(out_indices, out_values, out_slow, lo, hi, slow_lo, slow_hi):
+    """Sort pairs ``[lo, hi)`` by index, keeping slow-list slots on their values.
+
+    Returns
+    -------
+    dup : int
+        The smallest duplicated index, or -1 when the indices are unique.
+    """
+    for s in range(slow_lo, slow_hi):  # slot -> index (slots of values are >= 0)
+        if out_slow[s, 0] >= 0:
+            out_slow[s, 0] = out_indices[out_slow[s, 0]]
+    _sort_by_index(out_indices, out_values, lo, hi)
     for s in range(slow_lo, slow_hi):  # index -> new slot
         if out_slow[s, 0] >= 0:
             out_slow[s, 0] = lo + np.searchsorted(out_indices[lo:hi], out_slow[s, 0])
+    for i in range(lo + 1, hi):
+        if out_indices[i] == out_indices[i - 1]:
+            return out_indices[i]
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _parse_pairs(buf, pos, n, min_index, max_index, sort_indices, pow10,
                  out_indices, out_values, out_slow, out_state):
     """Parse the ``[qid:N] index:value ...`` part of one line, from ``pos`` to its end.
@@ -394,6 +427,7 @@ def _parse_pairs(buf, pos, n, min_index, max_index, sort_indices, pow10,
             out_slow[n_slow, 1] = pos + 1
             out_slow[n_slow, 2] = end
             n_slow += 1
+            out_state[_S_SLOW] = n_slow  # kept current: errors report the earliest token
         out_indices[nnz] = idx
         out_values[nnz] = val
         nnz += 1
@@ -406,11 +440,10 @@ def _parse_pairs(buf, pos, n, min_index, max_index, sort_indices, pow10,
         out_state[_S_MIN] = min(out_state[_S_MIN], out_indices[first])
         out_state[_S_MAX] = max(out_state[_S_MAX], out_indices[nnz - 1])
     out_state[_S_NNZ] = nnz
-    out_state[_S_SLOW] = n_slow
     return pos
 
 
-@numba.njit(cache=True, nogil=True)
+@_kernel
 def _parse_kernel(buf, min_index, max_index, sort_indices, pow10, out_labels, out_indptr,
                   out_indices, out_values, out_slow, out_state):
     """Parse a block of whole libsvm lines into CSR arrays.
@@ -553,6 +586,8 @@ def _as_uint8(buf) -> np.ndarray:
         if buf.dtype != np.uint8 or buf.ndim != 1:
             raise TypeError(f"expected a 1-d uint8 array, got {buf.dtype} with shape {buf.shape}")
         return np.ascontiguousarray(buf)
+    if isinstance(buf, memoryview) and not buf.c_contiguous:
+        buf = buf.tobytes()
     if isinstance(buf, (bytes, bytearray, memoryview)):
         return np.frombuffer(buf, dtype=np.uint8)
     raise TypeError(f"expected bytes, bytearray, memoryview or a uint8 array, "
@@ -656,6 +691,7 @@ def _line_column(arr, offset: int, first_line: int) -> tuple[int, int]:
 def _quote(tok: bytes, limit: int = 40) -> str:
     """``tok`` decoded and single-quoted, truncated to ``limit`` characters."""
     text = tok.decode("utf-8", errors="backslashreplace")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     if len(text) > limit:
         text = text[:limit] + "..."
     return f"'{text}'"

@@ -53,9 +53,10 @@ def parse_memory(value, *, name: str = "memory", owner: str = "PassScheduler") -
         match = _PATTERN.match(value)
         unit = match.group(3).lower() if match else None
         if match and unit in _UNITS:
-            number = float(match.group(1)) * 10.0 ** int(match.group(2) or 0)
+            exponent = f"e{match.group(2)}" if match.group(2) else ""
+            number = float(match.group(1) + exponent) * _UNITS[unit]
             if math.isfinite(number):
-                return int(number * _UNITS[unit])
+                return int(number)
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         if math.isfinite(value) and value >= 0:
             return int(value)

@@ -23,7 +23,7 @@ ROW_STREAM = 1     # PassScheduler.block_rng: randomness inside one visited bloc
 USER_STREAM = 2    # PassScheduler.rng: a solver's own seeded draws
 
 
-def sweep_order(order, n_blocks: int, seed: int, sweep: int) -> np.ndarray:
+def sweep_order(order, n_blocks: int, seed: int, sweep: int, n_cyclic: int = 0) -> np.ndarray:
     """Block ids visited by one sweep, in visiting order.
 
     Parameters
@@ -31,12 +31,15 @@ def sweep_order(order, n_blocks: int, seed: int, sweep: int) -> np.ndarray:
     order : {"sequential", "random", "cyclic"} or sequence of int
         ``"sequential"``: ``0, 1, ..., n_blocks - 1``. ``"random"``: a permutation drawn
         from ``default_rng([seed, ORDER_STREAM, sweep])``, new every sweep.
-        ``"cyclic"``: ascending on even sweeps, descending on odd ones. A sequence: those
-        block ids in that order, repeats allowed (weighted schedules).
+        ``"cyclic"``: ascending and descending in turn (ascending when ``n_cyclic`` is
+        even), whatever other sweeps run in between. A sequence: those block ids in that
+        order, repeats allowed (weighted schedules).
     n_blocks : int
     seed : int
     sweep : int
         Index of the sweep (0 for the first).
+    n_cyclic : int
+        Number of earlier ``"cyclic"`` sweeps.
 
     Returns
     -------
@@ -50,7 +53,7 @@ def sweep_order(order, n_blocks: int, seed: int, sweep: int) -> np.ndarray:
             return rng.permutation(n_blocks).astype(np.int64)
         if order == "cyclic":
             ids = np.arange(n_blocks, dtype=np.int64)
-            return ids if sweep % 2 == 0 else ids[::-1].copy()
+            return ids if n_cyclic % 2 == 0 else ids[::-1].copy()
         raise InvalidParameterError(
             f"The 'order' parameter must be one of {ORDERS} or a sequence of block ids. "
             f"Got {order!r} instead.")

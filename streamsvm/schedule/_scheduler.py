@@ -1,0 +1,428 @@
+"""The PassScheduler: the only component that touches data (DESIGN.md §4).
+
+Solvers see the store only as a stream of *blocks* (a chunk, or a slice of one when
+``block_rows`` splits chunks), visited in an order they choose, plus per-row state the
+scheduler keeps aligned with the blocks. One call is one *sweep* over some blocks;
+``passes`` counts rows visited / n_rows, so skipping blocks (shrinking) or visiting a
+weighted subset costs fractional passes.
+
+Pieces, one module each: ``_orders`` (visiting orders, weighted schedules), ``_blocks``
+(block layout), ``_local`` (the thread backend: read-ahead and the cache, ``_prefetch`` and
+``_cache``), ``_reduce`` (fixed-order reduction), ``_state`` (per-row state and spilling),
+``_memory`` (budget strings).
+
+Determinism: a sweep's order depends only on ``(seed, sweep index)``; reductions fold
+per-block partials in (block id, occurrence) order; the cache changes where bytes come
+from, never their values. Results are therefore identical for every memory budget,
+prefetch depth and visiting order of a reduction, and a run restored with
+:meth:`PassScheduler.load_state_dict` continues with the same orders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import numbers
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..exceptions import CheckpointError, InvalidParameterError
+from ._blocks import Block, BlockLayout
+from ._local import LocalBackend
+from ._memory import parse_memory
+from ._orders import ROW_STREAM, USER_STREAM, sweep_order, visit_ranks
+from ._reduce import OrderedReducer
+from ._state import RowState, ScratchDir
+
+__all__ = ["PassScheduler"]
+
+logger = logging.getLogger(__name__)
+
+_STATE_DICT_VERSION = 1
+_STORE_ATTRS = ("n_rows", "n_features", "n_chunks", "chunk_sizes", "read_chunk")
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise InvalidParameterError(
+            f"The {name!r} parameter of PassScheduler must be an int in the range "
+            f"[{low}, inf). Got {value!r} instead.")
+    return int(value)
+
+
+class PassScheduler:
+    """Stream a store's blocks through solver code, counting passes.
+
+    Parameters
+    ----------
+    store : Store or InMemoryStore
+        Anything with ``n_rows``, ``n_features``, ``n_chunks``, ``chunk_sizes()`` and
+        ``read_chunk(i)`` (and ``read_rows(start, stop, chunk_id)`` when ``block_rows``
+        splits chunks).
+    memory : int or str, default="1GB"
+        Budget for per-row state plus cached decoded blocks (``"2GB"``, ``"512MB"``,
+        ``"1.5GiB"`` or bytes). State is served first; blocks are cached in what is left.
+        States that do not fit spill to memmap files. The blocks in flight (at most
+        ``prefetch + 1``) come on top of the budget.
+    prefetch : int, default=2
+        Blocks read ahead by background threads while the current block is processed.
+        0 reads in the calling thread.
+    block_rows : int, optional
+        Split chunks into blocks of at most this many rows. Default: one block per chunk.
+    seed : int, default=0
+        Seed of every random order and of :meth:`block_rng` and :meth:`rng`.
+    scratch_dir : str or os.PathLike, optional
+        Where spilled state files go (a private subdirectory, deleted by :meth:`close`).
+        Default: the system temporary directory.
+
+    Attributes
+    ----------
+    store : Store or InMemoryStore
+        For metadata (``task``, ``classes``, ...); read data only through the scheduler.
+    memory : int
+        The budget in bytes.
+    seed : int
+    sweep : int
+        Sweeps started so far (index of the next one).
+    cyclic_sweeps : int
+        ``"cyclic"`` sweeps started so far (their parity gives the next direction).
+    rows_visited, blocks_visited : int
+        Rows and blocks handed to the caller, over all sweeps.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from streamsvm.io import InMemoryStore
+    >>> from streamsvm.kernels import csr_matvec
+    >>> X = sp.random(10, 4, density=0.5, format="csr", random_state=0)
+    >>> y = np.r_[np.ones(5), -np.ones(5)]
+    >>> sched = PassScheduler(InMemoryStore(X, y, chunk_rows=4), memory="1MB")
+    >>> margins = sched.state("margins", np.float64)
+    >>> w = np.ones(4)
+    >>> def loss(block):
+    ...     m = margins.view(block)
+    ...     csr_matvec(block.indptr, block.indices, block.data, w, m)
+    ...     return np.maximum(0.0, 1.0 - block.y * m).sum()
+    >>> bool(np.isclose(sched.map_reduce(loss), np.maximum(0, 1 - y * (X @ w)).sum()))
+    True
+    >>> sched.passes, sched.n_blocks
+    (1.0, 3)
+    """
+
+    def __init__(self, store, *, memory="1GB", prefetch: int = 2, block_rows: int | None = None,
+                 seed: int = 0, scratch_dir=None):
+        missing = [a for a in _STORE_ATTRS if not hasattr(store, a)]
+        if missing:
+            raise InvalidParameterError(
+                f"The 'store' parameter of PassScheduler must be a streamsvm store "
+                f"(open_store(...) or InMemoryStore). Got {type(store).__name__}, which "
+                f"lacks {', '.join(missing)}.")
+        self.memory = parse_memory(memory)
+        prefetch = _check_int("prefetch", prefetch, 0)
+        if block_rows is not None:
+            block_rows = _check_int("block_rows", block_rows, 1)
+        self.seed = _check_int("seed", seed, 0)
+        if scratch_dir is not None and not isinstance(scratch_dir, (str, os.PathLike)):
+            raise InvalidParameterError(
+                f"The 'scratch_dir' parameter of PassScheduler must be a path or None. "
+                f"Got {scratch_dir!r} instead.")
+        self.store = store
+        self._layout = BlockLayout.from_store(store, block_rows)
+        self._backend = LocalBackend(store, self._layout, prefetch=prefetch,
+                                     cache_bytes=self.memory)
+        self._states: dict[str, RowState] = {}
+        self._scratch = ScratchDir(scratch_dir)
+        self.sweep = 0
+        self.cyclic_sweeps = 0
+        self.rows_visited = 0
+        self.blocks_visited = 0
+
+    def __repr__(self) -> str:
+        return (f"PassScheduler(n_rows={self.n_rows}, n_blocks={self.n_blocks}, "
+                f"memory={self.memory}, passes={self.passes:.3f})")
+
+    # -- layout --------------------------------------------------------------------
+    n_rows = property(lambda self: self._layout.n_rows, doc="Rows in the store.")
+    n_features = property(lambda self: int(self.store.n_features),
+                          doc="Features in the store (no bias column).")
+    n_blocks = property(lambda self: self._layout.n_blocks, doc="Number of blocks.")
+    block_rows = property(lambda self: self._layout.block_rows,
+                          doc="Maximum rows per block, or None for whole chunks.")
+    prefetch = property(lambda self: self._backend.prefetch, doc="Read-ahead depth.")
+
+    @property
+    def block_sizes(self) -> np.ndarray:
+        """Rows of each block, ndarray of shape (n_blocks,)."""
+        return self._layout.sizes.copy()
+
+    def block_bounds(self, b: int) -> tuple[int, int]:
+        """Global row range ``[start, stop)`` of block ``b``."""
+        return int(self._layout.start[b]), int(self._layout.stop[b])
+
+    # -- counters ------------------------------------------------------------------
+    @property
+    def passes(self) -> float:
+        """Rows visited / n_rows over all sweeps (fractional)."""
+        return self.rows_visited / self.n_rows if self.n_rows else 0.0
+
+    store_reads = property(lambda self: self._backend.store_reads,
+                           doc="Blocks read from the store (cache misses).")
+    cache_hits = property(lambda self: self._backend.cache_hits,
+                          doc="Blocks served from the cache.")
+    bytes_read = property(lambda self: self._backend.bytes_read,
+                          doc="Decoded bytes returned by the store.")
+    cache_bytes = property(lambda self: self._backend.cache.nbytes,
+                           doc="Bytes of cached blocks.")
+    cached_blocks = property(lambda self: len(self._backend.cache), doc="Blocks in the cache.")
+    fully_cached = property(lambda self: len(self._backend.cache) == self.n_blocks,
+                            doc="Whether every block is cached (sweeps read nothing).")
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of per-row state held in RAM (spilled states not counted)."""
+        return sum(s.nbytes for s in self._states.values() if not s.spilled)
+
+    # -- sweeps --------------------------------------------------------------------
+    def blocks(self, order="sequential", *, active=None) -> Iterator[Block]:
+        """Visit blocks one at a time: one sweep.
+
+        Parameters
+        ----------
+        order : {"sequential", "random", "cyclic"} or sequence of int, default="sequential"
+            ``"random"``: a new seeded permutation every sweep. ``"cyclic"``: ascending
+            and descending in turn (counting only cyclic sweeps). A sequence: explicit
+            block ids, repeats allowed (see :func:`weighted_schedule`).
+        active : ndarray of shape (n_blocks,), bool, optional
+            Visit only blocks marked True (shrinking); the others are neither read nor
+            counted in ``passes``.
+
+        Returns
+        -------
+        iterator of Block
+            Consumed in the calling thread while up to ``prefetch`` next blocks are read
+            in the background. The sweep index is taken when ``blocks`` is called.
+            Closing the iterator early stops the readers.
+        """
+        ids, sweep = self._plan(order, active)
+        return self._visit(ids, sweep, order)
+
+    def map_reduce(self, func: Callable, *, order="sequential", active=None, init=None,
+                   combine: Callable | None = None):
+        """Run ``func`` on every visited block and combine the partials deterministically.
+
+        Parameters
+        ----------
+        func : callable
+            ``func(block) -> partial``: a scalar, ndarray, or tuple/list/dict of those
+            (None: nothing to combine, e.g. a pass that only updates state). Fuse as many
+            kernels per block as needed (loss, gradient and Hessian product in one pass).
+            Return fresh arrays: a partial may wait in the reorder buffer.
+        order, active
+            As in :meth:`blocks`.
+        init : optional
+            Starting value (copied). Default: the first partial.
+        combine : callable, optional
+            ``combine(acc, partial) -> acc``; default elementwise addition.
+
+        Returns
+        -------
+        object
+            ``init ⊕ p_0 ⊕ p_1 ⊕ ...`` folded left to right over the visits sorted by
+            (block id, occurrence), whatever the visiting order; None if nothing was
+            combined and no ``init`` was given.
+        """
+        if not callable(func):
+            raise InvalidParameterError(
+                f"The 'func' parameter of map_reduce must be callable. Got {func!r} instead.")
+        ids, sweep = self._plan(order, active)
+        ranks = visit_ranks(ids)
+        reducer = OrderedReducer(len(ids), init=init, combine=combine)
+        with contextlib.closing(self._visit(ids, sweep, order)) as blocks:
+            for block in blocks:
+                reducer.add(int(ranks[block.position]), func(block))
+        if reducer.max_buffered:
+            logger.debug("sweep %d: up to %d partials waited for lower block ids",
+                         sweep, reducer.max_buffered)
+        return reducer.result()
+
+    def _plan(self, order, active) -> tuple[np.ndarray, int]:
+        ids = sweep_order(order, self.n_blocks, self.seed, self.sweep, self.cyclic_sweeps)
+        if active is not None:
+            mask = np.asarray(active)
+            if mask.shape != (self.n_blocks,) or mask.dtype != np.bool_:
+                raise InvalidParameterError(
+                    f"The 'active' parameter must be a boolean array of shape "
+                    f"({self.n_blocks},). Got shape {mask.shape} and dtype {mask.dtype} instead.")
+            ids = ids[mask[ids]]
+        sweep = self.sweep
+        self.sweep += 1
+        if isinstance(order, str) and order == "cyclic":
+            self.cyclic_sweeps += 1
+        return ids, sweep
+
+    def _visit(self, ids: np.ndarray, sweep: int, order) -> Iterator[Block]:
+        backend = self._backend
+        start = (time.perf_counter(), backend.store_reads, backend.cache_hits,
+                 backend.bytes_read, self.rows_visited)
+        blocks = backend.iter_blocks(ids.tolist())
+        try:
+            for position, block in enumerate(blocks):
+                self.rows_visited += block.n_rows
+                self.blocks_visited += 1
+                yield dataclasses.replace(block, sweep=sweep, position=position)
+        finally:
+            blocks.close()
+            t0, reads0, hits0, bytes0, rows0 = start
+            logger.debug("sweep %d (%s): %d rows, %d store reads (%.1f MB), %d cache hits, "
+                         "%.3f s, passes %.3f", sweep, order if isinstance(order, str)
+                         else "explicit", self.rows_visited - rows0, backend.store_reads - reads0,
+                         (backend.bytes_read - bytes0) / 1e6, backend.cache_hits - hits0,
+                         time.perf_counter() - t0, self.passes)
+
+    # -- randomness ----------------------------------------------------------------
+    def block_rng(self, block: Block) -> np.random.Generator:
+        """A generator for randomness inside one visited block (e.g. a row permutation).
+
+        Seeded by ``(seed, sweep, position)`` of the visit, so it differs between visits of
+        the same block and is reproduced exactly on resume.
+        """
+        if getattr(block, "sweep", -1) < 0 or getattr(block, "position", -1) < 0:
+            raise InvalidParameterError(
+                "block_rng needs a block yielded by blocks() or map_reduce()")
+        return np.random.default_rng([self.seed, ROW_STREAM, block.sweep, block.position])
+
+    def rng(self, *keys: int) -> np.random.Generator:
+        """A generator seeded by ``(seed, *keys)``, for a solver's own draws.
+
+        For example ``weighted_schedule(p, n, sched.rng(epoch))``; stateless, so the same
+        keys give the same draws after a resume.
+        """
+        keys = tuple(_check_int("keys", k, 0) for k in keys)
+        return np.random.default_rng([self.seed, USER_STREAM, *keys])
+
+    # -- per-row state -------------------------------------------------------------
+    @property
+    def states(self) -> dict[str, RowState]:
+        """Every per-row state by name (a new dict; for checkpoints)."""
+        return dict(self._states)
+
+    def state(self, name: str, dtype, width: int | None = None, fill=0) -> RowState:
+        """Create a per-row state array aligned with the blocks.
+
+        Parameters
+        ----------
+        name : str
+            Unique name (the key in :attr:`states` and in checkpoints).
+        dtype : dtype
+            Boolean, integer or floating.
+        width : int, optional
+            Values per row (e.g. k - 1 for Weston–Watkins); None for one value, shape (n_rows,).
+        fill : scalar, default=0
+            Initial value.
+
+        Returns
+        -------
+        RowState
+            In RAM if it fits the budget left by the other states (cached blocks are
+            dropped to make room), otherwise a memmap file in ``scratch_dir``.
+        """
+        if not isinstance(name, str) or not name or name in self._states:
+            raise InvalidParameterError(
+                f"The 'name' parameter of PassScheduler.state must be a new non-empty string; "
+                f"existing states: {sorted(self._states)}. Got {name!r} instead.")
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as exc:
+            raise InvalidParameterError(f"state {name!r}: invalid dtype {dtype!r}") from exc
+        if dtype.kind not in "biuf":
+            raise InvalidParameterError(
+                f"state {name!r}: dtype must be boolean, integer or floating. Got {dtype}.")
+        if width is not None:
+            width = _check_int("width", width, 1)
+        shape = (self.n_rows,) if width is None else (self.n_rows, width)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        if nbytes == 0 or self.state_bytes + nbytes <= self.memory:
+            st = RowState(name, shape, dtype, fill)
+        else:
+            st = RowState(name, shape, dtype, fill, path=self._scratch.file(name))
+            logger.info("state %r (%.1f MB) does not fit the memory budget (%.1f MB, %.1f MB "
+                        "used by states): spilled to %s", name, nbytes / 1e6, self.memory / 1e6,
+                        self.state_bytes / 1e6, st.path)
+        self._states[name] = st
+        self._backend.cache.resize(self.memory - self.state_bytes)
+        return st
+
+    def free_state(self, name: str) -> None:
+        """Delete a state, returning its memory to the block cache."""
+        if name not in self._states:
+            raise InvalidParameterError(f"no state named {name!r}; states: {sorted(self._states)}")
+        self._states.pop(name)._release()
+        self._backend.cache.resize(self.memory - self.state_bytes)
+
+    # -- resumable state -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The scheduler's own resumable state, JSON-serializable.
+
+        Holds the seed, the sweep counters (which fix every future order) and the pass
+        counters, plus the layout to check on load. Per-row states are saved separately
+        (:attr:`states`, ``RowState.to_array``); I/O counters start afresh in a new process.
+        """
+        return {
+            "version": _STATE_DICT_VERSION,
+            "seed": self.seed,
+            "sweep": self.sweep,
+            "cyclic_sweeps": self.cyclic_sweeps,
+            "rows_visited": self.rows_visited,
+            "blocks_visited": self.blocks_visited,
+            "n_rows": self.n_rows,
+            "n_blocks": self.n_blocks,
+            "block_rows": self.block_rows,
+        }
+
+    def load_state_dict(self, d: dict) -> None:
+        """Restore :meth:`state_dict` output, so the next sweeps repeat the saved run's.
+
+        Raises
+        ------
+        CheckpointError
+            Missing keys, or a different store layout (rows, blocks, block_rows).
+        """
+        keys = ("version", "seed", "sweep", "cyclic_sweeps", "rows_visited", "blocks_visited",
+                "n_rows", "n_blocks", "block_rows")
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise CheckpointError(f"scheduler state lacks {', '.join(missing)}")
+        if d["version"] != _STATE_DICT_VERSION:
+            raise CheckpointError(f"scheduler state version {d['version']!r}; this streamsvm "
+                                  f"reads version {_STATE_DICT_VERSION}")
+        for key in ("n_rows", "n_blocks", "block_rows"):
+            if d[key] != getattr(self, key):
+                raise CheckpointError(f"scheduler state was saved with {key}={d[key]!r}; this "
+                                      f"scheduler has {key}={getattr(self, key)!r}")
+        if int(d["seed"]) != self.seed:
+            logger.info("resuming with the saved seed %d (scheduler was created with %d)",
+                        int(d["seed"]), self.seed)
+        self.seed = int(d["seed"])
+        self.sweep = int(d["sweep"])
+        self.cyclic_sweeps = int(d["cyclic_sweeps"])
+        self.rows_visited = int(d["rows_visited"])
+        self.blocks_visited = int(d["blocks_visited"])
+
+    # -- lifetime ------------------------------------------------------------------
+    def close(self) -> None:
+        """Free every state (deleting spilled files) and empty the cache."""
+        for st in self._states.values():
+            st._release()
+        self._states.clear()
+        self._scratch.remove()
+        self._backend.cache.clear()
+
+    def __enter__(self) -> "PassScheduler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

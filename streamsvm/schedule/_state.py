@@ -1,0 +1,173 @@
+"""Per-row solver state (dual variables, margins, masks, preferences), chunk-aligned.
+
+A :class:`RowState` holds one value (or ``width`` values) per row of the store, laid out in
+row order, so the rows of every block are one contiguous slice: ``state.view(block)`` is a
+writable view, with no copy and no offset arithmetic in solvers.
+
+States live in RAM while their total fits the scheduler's memory budget; a state that does
+not fit is *spilled* to a ``np.memmap`` file in a private temporary directory (under
+``scratch_dir``, default the system temp dir), removed when the scheduler closes. Why a
+memmap rather than a Zarr scratch store: per-row state is dense, fixed-width and rewritten
+in place on every pass. A memmap gives the same in-place views as RAM (kernels cannot
+tell the difference), the OS writes back only touched pages, and its page cache uses
+memory the budget does not claim. A compressed chunk store would have to decode and
+re-encode every block's state on every pass, and hand out copies instead of views.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import weakref
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError
+
+__all__ = ["RowState", "ScratchDir"]
+
+logger = logging.getLogger(__name__)
+
+
+class ScratchDir:
+    """A private temporary directory for spilled states, created on first use.
+
+    Parameters
+    ----------
+    parent : str or os.PathLike or None
+        Where to create it (created if missing); None: ``tempfile.gettempdir()``.
+    """
+
+    def __init__(self, parent=None):
+        self.parent = None if parent is None else os.fspath(parent)
+        self.path: str | None = None
+        self._finalizer = None
+
+    def file(self, name: str) -> str:
+        """Path of a new file for state ``name``."""
+        if self.path is None:
+            if self.parent is not None:
+                os.makedirs(self.parent, exist_ok=True)
+            self.path = tempfile.mkdtemp(prefix="streamsvm-state-", dir=self.parent)
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+        fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".dat", dir=self.path)
+        os.close(fd)
+        return path
+
+    def remove(self) -> None:
+        """Delete the directory and every file in it."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self.path = None
+        self._finalizer = None
+
+
+class RowState:
+    """A per-row array owned by the scheduler. Create with :meth:`PassScheduler.state`.
+
+    Attributes
+    ----------
+    name : str
+    dtype : numpy.dtype
+    shape : tuple
+        ``(n_rows,)`` or ``(n_rows, width)``.
+    width : int or None
+    spilled : bool
+        True when the values live in a memmap file instead of RAM.
+    path : str or None
+        The memmap file when spilled.
+    """
+
+    def __init__(self, name: str, shape: tuple, dtype, fill=0, *, path: str | None = None):
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.shape = shape
+        self.width = shape[1] if len(shape) == 2 else None
+        self.path = path
+        if path is None:
+            self._array = np.full(shape, fill, dtype=self.dtype)
+        else:
+            mm = np.memmap(path, dtype=self.dtype, mode="w+", shape=shape)
+            self._array = mm.view(np.ndarray)   # plain ndarray views onto the mapping
+            if fill != 0:
+                self._array[...] = fill
+
+    @property
+    def spilled(self) -> bool:
+        return self.path is not None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        where = f"memmap {self.path!r}" if self.spilled else "RAM"
+        return f"RowState({self.name!r}, shape={self.shape}, dtype={self.dtype}, {where})"
+
+    @property
+    def values(self) -> np.ndarray:
+        """Writable view of the whole state, shape ``self.shape`` (no copy, no data pass).
+
+        For whole-state arithmetic between passes (``margins.values += s * xd.values``,
+        ``alpha.values.sum()``); a spilled state streams through its memmap pages.
+        """
+        return self._data()
+
+    def view(self, block) -> np.ndarray:
+        """Writable view of the state of ``block``'s rows.
+
+        Parameters
+        ----------
+        block : Block or Chunk
+            A block yielded by the scheduler (anything with ``row_start`` and ``n_rows``).
+
+        Returns
+        -------
+        ndarray of shape (block.n_rows,) or (block.n_rows, width)
+        """
+        start = int(block.row_start)
+        stop = start + int(block.n_rows)
+        if not 0 <= start <= stop <= self.shape[0]:
+            raise InvalidParameterError(
+                f"state {self.name!r}: block rows [{start}, {stop}) outside [0, {self.shape[0]})")
+        return self._data()[start:stop]
+
+    def fill(self, value) -> None:
+        """Set every row to ``value``."""
+        self._data()[...] = value
+
+    def to_array(self) -> np.ndarray:
+        """A copy of the whole state, shape ``self.shape`` (for checkpoints)."""
+        return np.array(self._data(), copy=True)
+
+    def load_array(self, array) -> None:
+        """Overwrite the whole state from ``array`` of shape ``self.shape`` (from a checkpoint)."""
+        array = np.asarray(array)
+        if array.shape != self.shape or not np.can_cast(array.dtype, self.dtype, "same_kind"):
+            raise InvalidParameterError(
+                f"The 'array' parameter of RowState.load_array for state {self.name!r} must "
+                f"have shape {self.shape} and a dtype castable to {self.dtype}. Got shape "
+                f"{array.shape} and dtype {array.dtype} instead.")
+        np.copyto(self._data(), array, casting="same_kind")
+
+    def flush(self) -> None:
+        """Write a spilled state's dirty pages to its file (no-op in RAM)."""
+        base = None if self._array is None else self._array.base
+        if isinstance(base, np.memmap):
+            base.flush()
+
+    def _data(self) -> np.ndarray:
+        if self._array is None:
+            raise InvalidParameterError(f"state {self.name!r} has been freed")
+        return self._array
+
+    def _release(self) -> None:
+        """Drop the data and delete the memmap file (used by the scheduler)."""
+        self._array = None
+        if self.path is not None:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,481 @@
+"""``dcd``: dual coordinate descent for L2-regularized linear SVMs, streamed over chunks.
+
+Problem (LIBLINEAR ``-s 3`` / ``-s 1``; spec_003 §1.1–1.3)::
+
+    min_w  P(w) = ½‖w‖² + ½b² + Σ_i C_i ξ(y_i (wᵀx_i + B·b))
+    ξ(m) = max(0, 1 − m)     (loss="hinge")      or   max(0, 1 − m)²   (loss="squared_hinge")
+
+with the bias ``b`` a regularized constant feature of value ``B`` (``bias``; 0 disables
+it). Dual: ``min_α f(α) = ½‖Σ y_i α_i x̄_i‖² + ½ Σ D_i α_i² − Σ α_i`` subject to
+``0 ≤ α_i ≤ U_i`` (hinge: ``U_i = C_i, D_i = 0``; squared hinge: ``U_i = ∞, D_i = 1/(2C_i)``),
+``w = Σ y_i α_i x_i``. Multiclass data is solved one-vs-rest, every model updated on each
+visit of a row (one read serves all classes).
+
+Method (Hsieh et al. 2008 as LIBLINEAR 1.92 implements it, not the paper's printed
+Algorithm 2 — spec_003 §1.9; out of core per spec §3.4, §3.6, §3.8):
+
+* Streamed passes: the blocks (chunk slices, several hundred per pass) are visited in a new
+  seeded random order each pass, two at a time; the rows of the two resident blocks are
+  interleaved at random (the shuffle buffer, so groupings change every pass). LIBLINEAR's
+  shrinking applies per row with the global thresholds of the previous pass; a block whose
+  rows are all shrunk is not read.
+* Active-set compaction: once the active rows fit the memory budget they are copied into a
+  RAM slab during the next streamed pass, and further sweeps run there (LIBLINEAR's
+  in-memory epochs, global random order).
+* Certificate every sweep: the dual objective is exact (from α and w); the primal uses the
+  margins recorded when each row was last visited. When the relative gap
+  ``(P − D)/|P|`` of every model is ≤ ``tol``, an exact read-only pass recomputes every
+  margin at the final w (this is also LIBLINEAR's un-shrink check): the solver stops only
+  if the exact gap is ≤ ``tol``; otherwise it un-shrinks and goes on streaming.
+
+Cost: one streamed pass per sweep (fewer rows once shrinking removes rows; blocks with no
+active row are skipped), a slab sweep reads nothing, the exact check is one full pass.
+``passes`` counts rows visited / n_rows over all of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import numpy as np
+
+from ..exceptions import ConvergenceWarning, InvalidParameterError
+from ..kernels._dcd import dcd_check, dcd_sweep, row_sq_norms_bias
+from ..io._shuffle import _take_rows
+from ._base import SolveResult, check_param, class_costs, register
+
+__all__ = ["DCDSolver"]
+
+log = logging.getLogger(__name__)
+
+LOSSES = ("hinge", "squared_hinge")
+_STATE_VERSION = 1
+
+
+@dataclasses.dataclass
+class _Slab:
+    """Active rows copied to RAM, with their per-row state (local copies)."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    ycls: np.ndarray
+    qd: np.ndarray
+    rows: np.ndarray          # global row ids
+    alpha: np.ndarray
+    active: np.ndarray
+    margin: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, f.name).nbytes for f in dataclasses.fields(self))
+
+    def arrays(self, prefix: str = "slab.") -> dict:
+        return {prefix + f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, prefix: str = "slab."):
+        return cls(**{f.name: np.ascontiguousarray(arrays[prefix + f.name])
+                      for f in dataclasses.fields(cls)})
+
+
+@register("dcd")
+class DCDSolver:
+    """Dual coordinate descent with per-chunk shrinking and a RAM slab (see module doc).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    loss : {"squared_hinge", "hinge"}, default="squared_hinge"
+    bias : float, default=1.0
+        Value of the constant bias feature (LIBLINEAR ``-B``); 0 for no bias.
+    tol : float, default=1e-3
+        Stop when the exact relative duality gap of every model is ≤ tol.
+    max_passes : float, default=200
+        Stop (with a ConvergenceWarning) after this many passes over the data.
+    class_weight : dict, "balanced" or None
+    shrinking : bool, default=True
+    slab : bool, default=True
+        Allow active-set compaction into RAM.
+    """
+
+    def __init__(self, *, C=1.0, loss="squared_hinge", bias=1.0, tol=1e-3, max_passes=200,
+                 class_weight=None, shrinking=True, slab=True):
+        owner = "DCDSolver"
+        self.C = float(check_param(owner, "C", C, "float", 0.0, low_open=True))
+        self.loss = check_param(owner, "loss", loss, "str", choices=LOSSES)
+        self.bias = float(check_param(owner, "bias", bias, "float", 0.0))
+        self.tol = float(check_param(owner, "tol", tol, "float", 0.0, low_open=True))
+        self.max_passes = float(check_param(owner, "max_passes", max_passes, "float", 0.0,
+                                            low_open=True))
+        self.class_weight = class_weight
+        self.shrinking = bool(check_param(owner, "shrinking", shrinking, "bool",
+                                          choices=(True, False)))
+        self.slab_enabled = bool(check_param(owner, "slab", slab, "bool", choices=(True, False)))
+
+    def params(self) -> dict:
+        return {"solver": "dcd", "C": self.C, "loss": self.loss, "bias": self.bias,
+                "tol": self.tol, "max_passes": self.max_passes,
+                "class_weight": self.class_weight, "shrinking": self.shrinking,
+                "slab": self.slab_enabled}
+
+    # ------------------------------------------------------------------------------
+    def solve(self, sched, state=None, callback=None, checkpoint=None, checkpoint_every=0,
+              should_stop=None) -> SolveResult:
+        """Train on the scheduler's store.
+
+        Parameters
+        ----------
+        sched : PassScheduler
+        state : tuple (arrays, meta), optional
+            A checkpoint from a previous run (``CheckpointManager.load_latest``).
+        callback : callable, optional
+            Called with a dict after every sweep (the history entry).
+        checkpoint : callable, optional
+            ``checkpoint(arrays, meta)`` saves a snapshot (e.g. ``CheckpointManager.save``).
+        checkpoint_every : int
+            Save every this many sweeps (0: only when stopping or interrupted).
+        should_stop : callable, optional
+            Polled after every sweep; when it returns True the solver saves a checkpoint
+            and raises KeyboardInterrupt.
+        """
+        run = _Run(self, sched)
+        if state is not None:
+            run.restore(*state)
+        t0 = time.perf_counter()
+        while True:
+            entry = run.sweep()
+            entry["seconds"] = time.perf_counter() - t0
+            if callback is not None:
+                callback(entry)
+            if run.done:
+                break
+            if checkpoint is not None and checkpoint_every and run.n_iter % checkpoint_every == 0:
+                checkpoint(*run.snapshot())
+            if should_stop is not None and should_stop():
+                if checkpoint is not None:
+                    checkpoint(*run.snapshot())
+                raise KeyboardInterrupt("training interrupted; checkpoint saved")
+        if checkpoint is not None:
+            checkpoint(*run.snapshot())
+        if not run.converged:
+            import warnings
+            warnings.warn(f"dcd stopped after {sched.passes:.1f} passes (max_passes="
+                          f"{self.max_passes:g}) with relative duality gap {run.gap:.3g} > tol="
+                          f"{self.tol:g}; increase max_passes or tol.", ConvergenceWarning,
+                          stacklevel=2)
+        return run.result()
+
+
+class _Run:
+    """The state of one dcd run on one scheduler (resumable through snapshot/restore)."""
+
+    def __init__(self, solver: DCDSolver, sched):
+        self.s, self.sched = solver, sched
+        store = sched.store
+        self.task = store.task
+        classes = store.classes
+        self.k = 1 if self.task == "binary" else len(classes)
+        self.pos = np.array([1], np.int32) if self.task == "binary" else np.arange(self.k, dtype=np.int32)
+        self.Cp, self.Cn = class_costs("DCDSolver", solver.C, solver.class_weight, self.task,
+                                       classes, store.label_counts)
+        self.l2 = solver.loss == "squared_hinge"
+        self.B = solver.bias
+        d = store.n_features
+        self.W = np.zeros((self.k, d))
+        self.wb = np.zeros(self.k)
+        k = self.k
+        self.alpha = sched.state("dcd.alpha", np.float64, width=k)
+        self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
+        self.margin = sched.state("dcd.margin", np.float64, width=k)
+        self.ycls = sched.state("dcd.ycls", np.int32)
+        self.qd = sched.state("dcd.qd", np.float64)
+        nb = sched.n_blocks
+        self.initialized = np.zeros(nb, dtype=bool)
+        self.block_active = np.asarray(sched.block_sizes, dtype=np.int64).copy()
+        self.block_active_bytes = np.zeros(nb, dtype=np.int64)
+        self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
+        self.pgmax_old = np.full(k, np.inf)
+        self.pgmin_old = np.full(k, -np.inf)
+        self.mode = "stream"
+        self.build_slab = False
+        self.slab: _Slab | None = None
+        self.n_iter = 0
+        self.history: list[dict] = []
+        self.done = self.converged = False
+        self.gap = np.inf
+        self.primal = self.dual = np.nan
+
+    # -- one sweep ------------------------------------------------------------------
+    def sweep(self) -> dict:
+        sched = self.sched
+        pg = np.zeros((self.k, 3))
+        pg[:, 0], pg[:, 1] = -np.inf, np.inf
+        t0 = time.perf_counter()
+        bytes0 = sched.bytes_read
+        if self.mode == "slab":
+            self._slab_sweep(pg)
+        else:
+            self._stream_sweep(pg)
+        self.n_iter += 1
+        primal, dual = self._objectives()
+        gap = self._rel_gap(primal, dual)
+        entry = {"iter": self.n_iter, "mode": self.mode, "passes": sched.passes,
+                 "primal": float(primal.sum()), "dual": float(dual.sum()), "gap": float(gap.max()),
+                 "active": int(self._active_rows()), "exact": False}
+        self._update_thresholds(pg)
+        if gap.max() <= self.s.tol:
+            entry = self._exact_check(entry)
+        elif self.mode == "stream" and self.slab is None and self.s.slab_enabled:
+            self.build_slab = self._slab_fits()
+        if not self.done and sched.passes >= self.s.max_passes:
+            self.done = True
+        entry["sweep_seconds"] = time.perf_counter() - t0
+        entry["mb_read"] = (sched.bytes_read - bytes0) / 1e6
+        self.history.append(entry)
+        log.info("iter %3d %-6s passes %7.2f primal %.6e dual %.6e gap %.2e active %d%s "
+                 "%.2fs %.1fMB", entry["iter"], entry["mode"], entry["passes"], entry["primal"],
+                 entry["dual"], entry["gap"], entry["active"], " (exact)" if entry["exact"] else "",
+                 entry["sweep_seconds"], entry["mb_read"])
+        return entry
+
+    def _stream_sweep(self, pg):
+        sched = self.sched
+        mask = self.block_active > 0
+        if not mask.any():      # everything shrunk: un-shrink (LIBLINEAR does the same)
+            self._unshrink()
+            mask = self.block_active > 0
+        rng = sched.rng(self.n_iter, 0)
+        ids = np.flatnonzero(mask)
+        ids = ids[rng.permutation(len(ids))]
+        pieces = [] if self.build_slab else None
+        pending = None
+        blocks = sched.blocks(ids)
+        try:
+            for block in blocks:
+                if pending is None:
+                    pending = block
+                    continue
+                self._sweep_group((pending, block), pg, pieces)
+                pending = None
+            if pending is not None:
+                self._sweep_group((pending,), pg, pieces)
+        finally:
+            blocks.close()
+        if pieces is not None:
+            self._enter_slab(pieces)
+
+    def _views(self, block):
+        if not self.initialized[block.id]:
+            self.ycls.view(block)[:] = (block.y > 0) if self.task == "binary" else block.y
+            row_sq_norms_bias(block.indptr, block.data, self.B, self.qd.view(block))
+            self.initialized[block.id] = True
+        return (self.alpha.view(block), self.active.view(block), self.margin.view(block),
+                self.ycls.view(block), self.qd.view(block))
+
+    def _sweep_group(self, group, pg, pieces):
+        views = [self._views(b) for b in group]
+        rows = [np.flatnonzero(v[1].any(axis=1)) for v in views]
+        slots = np.concatenate([np.full(len(r), j, dtype=np.int64) for j, r in enumerate(rows)])
+        order = np.concatenate(rows).astype(np.int64)
+        perm = self.sched.block_rng(group[0]).permutation(len(order))
+        if len(group) == 1:
+            group, views = group * 2, views * 2
+        dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
+                  tuple(b.data for b in group), tuple(v[3] for v in views[:2]), slots[perm],
+                  order[perm], self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb,
+                  tuple(v[0] for v in views[:2]), tuple(v[1] for v in views[:2]),
+                  tuple(v[2] for v in views[:2]), tuple(v[4] for v in views[:2]),
+                  self.pgmax_old, self.pgmin_old, pg)
+        seen = set()
+        for b, v in zip(group, views):
+            if b.id in seen:
+                continue
+            seen.add(b.id)
+            act = v[1].any(axis=1) if self.s.shrinking else np.ones(b.n_rows, dtype=bool)
+            if not self.s.shrinking:
+                v[1][:] = 1
+            self.block_active[b.id] = int(act.sum())
+            self.block_active_bytes[b.id] = int(np.diff(b.indptr)[act].sum()) * self.row_bytes
+            if pieces is not None:
+                r = np.flatnonzero(act)
+                pieces.append((_take_rows(r, b.y, b.indptr, b.indices, b.data),
+                               b.row_start + r, v[3][r], v[4][r], v[0][r], v[1][r], v[2][r]))
+
+    # -- slab -----------------------------------------------------------------------
+    def _slab_state_bytes(self) -> int:
+        rows = int(self.block_active.sum())
+        return int(self.block_active_bytes.sum()) + rows * (8 * 3 * self.k + 28)
+
+    def _slab_fits(self) -> bool:
+        budget = self.sched.memory - self.sched.state_bytes - self.W.nbytes
+        return 0 < self._slab_state_bytes() <= budget
+
+    def _enter_slab(self, pieces):
+        self.build_slab = False
+        if not pieces:
+            return
+        csr = [p[0] for p in pieces]
+        lens = np.concatenate([np.diff(c[1]) for c in csr])
+        indptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        cat = lambda j: np.ascontiguousarray(np.concatenate([p[j] for p in pieces]))  # noqa: E731
+        self.slab = _Slab(indptr, np.concatenate([c[2] for c in csr]),
+                          np.concatenate([c[3] for c in csr]), cat(2), cat(3), cat(1),
+                          cat(4), cat(5), cat(6))
+        self.mode = "slab"
+        self.sched.reserve(self.slab.nbytes)
+        log.info("active set compacted: %d rows (%.1f MB) now in RAM", len(self.slab.rows),
+                 self.slab.nbytes / 1e6)
+
+    def _slab_sweep(self, pg):
+        sl = self.slab
+        act = np.flatnonzero(sl.active.any(axis=1)).astype(np.int64)
+        if len(act) == 0:
+            self._unshrink()
+            act = np.arange(len(sl.rows), dtype=np.int64)
+        order = act[self.sched.rng(self.n_iter, 1).permutation(len(act))]
+        slots = np.zeros(len(order), dtype=np.int64)
+        t = (sl.indptr, sl.indptr)
+        dcd_sweep(t, (sl.indices, sl.indices), (sl.data, sl.data), (sl.ycls, sl.ycls), slots,
+                  order, self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb,
+                  (sl.alpha, sl.alpha), (sl.active, sl.active), (sl.margin, sl.margin),
+                  (sl.qd, sl.qd), self.pgmax_old, self.pgmin_old, pg)
+        if not self.s.shrinking:
+            sl.active[:] = 1
+        self.sched.count_rows(len(order))
+
+    def _leave_slab(self):
+        """Write the slab's per-row state back to the scheduler's states."""
+        sl = self.slab
+        if sl is None:
+            return
+        for st, arr in ((self.alpha, sl.alpha), (self.active, sl.active),
+                        (self.margin, sl.margin)):
+            full = st.to_array()
+            full[sl.rows] = arr
+            st.load_array(full)
+        self.slab = None
+        self.mode = "stream"
+        self.sched.reserve(0)
+
+    # -- certificate ----------------------------------------------------------------
+    def _row_costs(self, ycls):
+        pos = ycls[:, None] == self.pos[None, :]
+        return np.where(pos, self.Cp[None, :], self.Cn[None, :])
+
+    def _objectives(self):
+        """Per-model primal (from recorded margins) and exact dual objectives."""
+        ycls, alpha, margin = self.ycls.to_array(), self.alpha.to_array(), self.margin.to_array()
+        if self.slab is not None:
+            alpha, margin = alpha.copy(), margin.copy()
+            alpha[self.slab.rows] = self.slab.alpha
+            margin[self.slab.rows] = self.slab.margin
+        C = self._row_costs(ycls)
+        reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
+        xi = np.maximum(0.0, 1.0 - margin)
+        loss = (C * (xi * xi if self.l2 else xi)).sum(axis=0)
+        D = 0.5 / C if self.l2 else 0.0
+        dual = -(reg + 0.5 * (D * alpha * alpha).sum(axis=0) - alpha.sum(axis=0))
+        return reg + loss, dual
+
+    @staticmethod
+    def _rel_gap(primal, dual):
+        return (primal - dual) / np.maximum(np.abs(primal), 1e-300)
+
+    def _update_thresholds(self, pg):
+        """LIBLINEAR's threshold update after a sweep (spec §1.5)."""
+        self.pgmax_old = np.where(pg[:, 0] > 0, pg[:, 0], np.inf)
+        self.pgmin_old = np.where(pg[:, 1] < 0, pg[:, 1], -np.inf)
+        if not self.s.shrinking:
+            self.pgmax_old[:] = np.inf
+            self.pgmin_old[:] = -np.inf
+
+    def _exact_check(self, entry):
+        """Read-only pass: exact margins, primal, PG spread; stop or un-shrink."""
+        self._leave_slab()
+        k = self.k
+
+        def check(block):
+            alpha, _, margin, ycls, _ = self._views(block)
+            out = np.empty((k, 3))
+            dcd_check(block.indptr, block.indices, block.data, ycls, self.pos, self.Cp,
+                      self.Cn, self.l2, self.B, self.W, self.wb, alpha, margin, out)
+            return out
+
+        def combine(acc, p):
+            return np.stack([np.maximum(acc[:, 0], p[:, 0]), np.minimum(acc[:, 1], p[:, 1]),
+                             acc[:, 2] + p[:, 2]], axis=1)
+
+        stats = self.sched.map_reduce(check, combine=combine)
+        reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
+        primal = reg + stats[:, 2]
+        _, dual = self._objectives()
+        gap = self._rel_gap(primal, dual)
+        entry.update(primal=float(primal.sum()), dual=float(dual.sum()), gap=float(gap.max()),
+                     passes=self.sched.passes, exact=True,
+                     pg_spread=float((stats[:, 0] - stats[:, 1]).max()))
+        self.gap, self.primal, self.dual = float(gap.max()), float(primal.sum()), float(dual.sum())
+        if gap.max() <= self.s.tol:
+            self.done = self.converged = True
+        else:
+            self._unshrink()
+        return entry
+
+    def _unshrink(self):
+        self._leave_slab()
+        self.active.fill(1)
+        self.block_active[:] = self.sched.block_sizes
+        self.pgmax_old[:] = np.inf
+        self.pgmin_old[:] = -np.inf
+
+    def _active_rows(self) -> int:
+        if self.slab is not None:
+            return int(self.slab.active.any(axis=1).sum())
+        return int(self.block_active.sum())
+
+    # -- results and checkpoints -----------------------------------------------------
+    def result(self) -> SolveResult:
+        if not self.converged:
+            primal, dual = self._objectives()
+            self.gap = float(self._rel_gap(primal, dual).max())
+            self.primal, self.dual = float(primal.sum()), float(dual.sum())
+        self._leave_slab()
+        return SolveResult(self.W.copy(), self.wb * self.B, self.n_iter, self.sched.passes,
+                           self.converged, self.gap, self.primal, self.dual, list(self.history))
+
+    def snapshot(self):
+        arrays = {"W": self.W, "wb": self.wb, "pgmax_old": self.pgmax_old,
+                  "pgmin_old": self.pgmin_old, "initialized": self.initialized,
+                  "block_active": self.block_active,
+                  "block_active_bytes": self.block_active_bytes}
+        for name, st in self.sched.states.items():
+            arrays["state." + name] = st.to_array()
+        if self.slab is not None:
+            arrays.update(self.slab.arrays())
+        meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
+                "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
+                "sched": self.sched.state_dict(), "history": self.history}
+        return arrays, meta
+
+    def restore(self, arrays: dict, meta: dict) -> None:
+        if meta.get("solver") != "dcd" or meta.get("version") != _STATE_VERSION:
+            raise InvalidParameterError("checkpoint is not a dcd checkpoint of this version")
+        self.W[:] = arrays["W"]
+        self.wb[:] = arrays["wb"]
+        self.pgmax_old[:] = arrays["pgmax_old"]
+        self.pgmin_old[:] = arrays["pgmin_old"]
+        self.initialized[:] = arrays["initialized"]
+        self.block_active[:] = arrays["block_active"]
+        self.block_active_bytes[:] = arrays["block_active_bytes"]
+        for name, st in self.sched.states.items():
+            st.load_array(arrays["state." + name])
+        self.sched.load_state_dict(meta["sched"])
+        self.n_iter = int(meta["n_iter"])
+        self.build_slab = bool(meta["build_slab"])
+        self.history = list(meta["history"])
+        if meta["mode"] == "slab":
+            self.slab = _Slab.from_arrays(arrays)
+            self.mode = "slab"
+            self.sched.reserve(self.slab.nbytes)

@@ -1,0 +1,124 @@
+"""Read-ahead threads: ordered delivery, clean shutdown, reader errors with the block id."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from streamsvm.exceptions import StoreError
+from streamsvm.schedule import PassScheduler
+
+from .helpers import CountingStore, random_store
+
+
+@pytest.fixture
+def store():
+    s, _, _ = random_store(n=200, chunk_rows=10)          # 20 blocks
+    return s
+
+
+def test_blocks_arrive_in_order_despite_random_read_times(store):
+    slow = CountingStore(store, delay=0.004, seed=1)
+    sched = PassScheduler(slow, memory=0, prefetch=4, seed=2)
+    twin = PassScheduler(store, memory=0, prefetch=0, seed=2)
+    for _ in range(2):
+        expected = [b.id for b in twin.blocks("random")]
+        assert [b.id for b in sched.blocks("random")] == expected
+    assert len(slow.threads) > 1
+    assert all(name.startswith("streamsvm-read") for name in slow.threads)
+
+
+def test_prefetch_zero_reads_in_the_calling_thread(store):
+    counting = CountingStore(store)
+    sched = PassScheduler(counting, memory=0, prefetch=0)
+    before = threading.active_count()
+    ids = [b.id for b in sched.blocks("random")]
+    assert sorted(ids) == list(range(20))
+    assert counting.threads == {threading.current_thread().name}
+    assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("how", ["close", "break", "exception", "map_reduce", "gc"])
+def test_abandoned_sweep_stops_its_threads(store, how):
+    slow = CountingStore(store, delay=0.002)
+    sched = PassScheduler(slow, memory=0, prefetch=3)
+    baseline = threading.active_count()
+    if how == "close":
+        it = sched.blocks()
+        next(it), next(it)
+        assert threading.active_count() > baseline
+        it.close()
+    elif how == "break":
+        for block in sched.blocks("random"):
+            if block.position == 2:
+                break
+    elif how == "exception":
+        with pytest.raises(RuntimeError, match="solver bug"):
+            for block in sched.blocks():
+                if block.id == 5:
+                    raise RuntimeError("solver bug")
+    elif how == "map_reduce":
+        def func(block):
+            if block.id == 4:
+                raise ZeroDivisionError("kernel failed")
+            return 1.0
+        with pytest.raises(ZeroDivisionError):
+            sched.map_reduce(func)
+    else:
+        it = sched.blocks()
+        next(it)
+        del it
+    assert threading.active_count() == baseline
+    assert slow.n_reads <= 20
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_reader_exception_surfaces_with_the_block_id(store, prefetch):
+    failing = CountingStore(store, fail_chunk=7)
+    sched = PassScheduler(failing, memory=0, prefetch=prefetch)
+    baseline = threading.active_count()
+    seen = []
+    with pytest.raises(StoreError, match=r"block 7 \(chunk 7, rows \[70, 80\)\).*OSError.*"
+                                         r"disk on fire") as info:
+        for block in sched.blocks():
+            seen.append(block.id)
+    assert seen == list(range(7))
+    assert isinstance(info.value.__cause__, OSError)
+    assert threading.active_count() == baseline
+
+
+def test_reader_exception_with_split_blocks_names_block_and_chunk(store):
+    failing = CountingStore(store, fail_chunk=3)
+    sched = PassScheduler(failing, memory=0, prefetch=2, block_rows=4)
+    with pytest.raises(StoreError, match=r"block 9 \(chunk 3, rows \[30, 34\)\)"):
+        sched.map_reduce(lambda b: 0.0)
+
+
+def test_failure_ahead_of_an_abandoned_consumer_is_not_raised(store):
+    failing = CountingStore(store, fail_chunk=3)
+    sched = PassScheduler(failing, memory=0, prefetch=3)
+    baseline = threading.active_count()
+    it = sched.blocks()
+    assert [next(it).id for _ in range(2)] == [0, 1]          # block 3 is being read ahead
+    it.close()
+    assert threading.active_count() == baseline
+
+
+def test_cached_sweeps_start_no_threads(store):
+    sched = PassScheduler(store, memory="1GB", prefetch=4)
+    sched.map_reduce(lambda b: None)
+    baseline = threading.active_count()
+    counts = []
+    for block in sched.blocks("random"):
+        counts.append(threading.active_count())
+    assert set(counts) == {baseline} and sched.cache_hits == 20
+
+
+def test_results_do_not_depend_on_prefetch(store):
+    out = []
+    for prefetch in (0, 1, 5):
+        sched = PassScheduler(CountingStore(store, delay=0.001), memory=0, prefetch=prefetch)
+        out.append(sched.map_reduce(lambda b: b.data.astype(np.float64) @ b.data, order="random"))
+    assert out[0] == out[1] == out[2]
