@@ -3,12 +3,16 @@
 from .exceptions import (CheckpointError, ConvergenceWarning, FormatError, IncompleteStoreError,
                          InvalidParameterError, StoreError, StoreExistsError, StoreNotFoundError,
                          StreamSVMError)
-from .io import Chunk, Store, open_store
+from .estimators import LinearSVC
+from .exceptions import NotFittedError
+from .io import Chunk, InMemoryStore, Store, convert, open_store
+from .model import LinearModel, load_model
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Chunk", "Store", "open_store",
+    "convert", "open_store", "LinearSVC", "load_model", "LinearModel", "Chunk", "Store",
+    "InMemoryStore", "NotFittedError",
     "StreamSVMError", "FormatError", "StoreError", "StoreNotFoundError", "StoreExistsError",
     "IncompleteStoreError", "InvalidParameterError", "CheckpointError", "ConvergenceWarning",
 ]

@@ -284,18 +284,27 @@ def _cmd_train(args) -> int:
                    bar_format="{desc}: {n:.2f}/{total:g} passes [{elapsed}<{remaining}] "
                               "{postfix}")
     t_start = time.perf_counter()
-    last = {"rows": 0.0, "t": t_start}
+    last = {"rows": 0.0, "t": t_start, "mb": 0.0}
+    mb_total = [0.0]
+
+    def sched_bytes(entry):
+        return mb_total[0]
 
     def progress(entry):
+        mb_total[0] += entry["mb_read"]
         if bar is None:
             return
-        bar.n = min(entry["passes"], args.max_passes)
         now = time.perf_counter()
+        if now - last["t"] < 0.5 and not entry["exact"]:
+            return
         rate = (entry["passes"] - last["rows"]) * n_rows / max(now - last["t"], 1e-9)
-        last.update(rows=entry["passes"], t=now)
-        bar.set_postfix_str(f"gap {entry['gap']:.2e}{'*' if entry['exact'] else ''} primal "
-                            f"{entry['primal']:.6g} active {entry['active']:,} "
-                            f"{rate:,.0f} rows/s {entry['mb_read'] / max(entry['sweep_seconds'], 1e-9):.0f} MB/s")
+        mbps = (sched_bytes(entry) - last["mb"]) / max(now - last["t"], 1e-9)
+        last.update(rows=entry["passes"], t=now, mb=sched_bytes(entry))
+        gap = f"gap {entry['gap']:.2e}" if entry["exact"] else f"gap~{entry['gap']:.2e}"
+        bar.set_postfix_str(f"{gap} primal {entry['primal']:.6g} dual {entry['dual']:.6g} "
+                            f"active {entry['active']:,} {rate:,.0f} rows/s {mbps:.0f} MB/s",
+                            refresh=False)
+        bar.update(min(entry["passes"], args.max_passes) - bar.n)
 
     from .io import open_store
     so = _storage_options(args.storage_option)

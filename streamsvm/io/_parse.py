@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError
+from ..kernels._jit import kernel
 
 __all__ = ["ParsedBlock", "parse_block", "INDEX_LIMIT", "NO_MIN_INDEX"]
 
@@ -47,14 +48,8 @@ _S_ROWS, _S_NNZ, _S_SLOW, _S_CODE, _S_START, _S_END, _S_AUX, _S_MIN, _S_MAX = ra
 _N_STATE = 9
 _INSERTION_SORT_MAX = 32
 
-# The kernels allocate nothing, so they are compiled without numba's runtime (NRT), as
-# numba's own string kernels are: otherwise every call of a helper taking an array does
-# an atomic incref/decref that numba's pruning does not remove, and this byte loop runs
-# about 10x slower.
-_NO_NRT = ({"_nrt": False}
-           if hasattr(getattr(numba.core, "cpu", None), "CPUTargetOptions")
-           and hasattr(numba.core.cpu.CPUTargetOptions, "_nrt") else {})
-_kernel = numba.njit(cache=True, nogil=True, **_NO_NRT)
+# The kernels allocate nothing: compiled without numba's runtime (see kernels/_jit.py).
+_kernel = kernel
 
 
 @dataclasses.dataclass(frozen=True)

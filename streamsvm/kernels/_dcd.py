@@ -14,12 +14,12 @@ the scalar ``wb[c]`` (never stored in the CSR). Shrinking follows LIBLINEAR 1.92
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ._jit import kernel
 
 __all__ = ["dcd_sweep", "dcd_check", "row_sq_norms_bias"]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _row_dot(indptr, indices, data, i, W, c):
     s = 0.0
     for p in range(indptr[i], indptr[i + 1]):
@@ -27,18 +27,18 @@ def _row_dot(indptr, indices, data, i, W, c):
     return s
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _row_axpy(indptr, indices, data, i, a, out_W, c):
     for p in range(indptr[i], indptr[i + 1]):
         out_W[c, indices[p]] += a * np.float64(data[p])
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _cost(yi, c, Cp, Cn):
     return Cp[c] if yi > 0 else Cn[c]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def _step(G, a, qd, U):
     """Projected Newton step of one coordinate; returns the new alpha."""
     if qd <= 0.0:                       # empty row, hinge, no bias: f is linear in alpha
@@ -46,7 +46,7 @@ def _step(G, a, qd, U):
     return min(max(a - G / qd, 0.0), U)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def dcd_sweep(indptrs, indicess, datas, yclss, slots, rows, pos, Cp, Cn, l2, B,
               out_W, out_wb, out_alphas, out_actives, out_margins, qds, pgmax_old, pgmin_old,
               out_pg):
@@ -128,7 +128,7 @@ def dcd_sweep(indptrs, indicess, datas, yclss, slots, rows, pos, Cp, Cn, l2, B,
     return steps
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def dcd_check(indptr, indices, data, ycls, pos, Cp, Cn, l2, B, W, wb, alpha, out_margins,
               out_stats):
     """Exact optimality measures at fixed ``W`` (read-only on the data and ``alpha``).
@@ -169,7 +169,7 @@ def dcd_check(indptr, indices, data, ycls, pos, Cp, Cn, l2, B, W, wb, alpha, out
             out_stats[c, 1] = min(out_stats[c, 1], PG)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def row_sq_norms_bias(indptr, data, B, out):
     """``out[i] = ‖x_i‖² + B²`` (float64).
 

@@ -11,7 +11,7 @@ Pieces, one module each: ``_orders`` (visiting orders, weighted schedules), ``_b
 ``_cache``), ``_reduce`` (fixed-order reduction), ``_state`` (per-row state and spilling),
 ``_memory`` (budget strings).
 
-Determinism: a sweep's order depends only on ``(seed, sweep index)``; reductions fold
+Determinism: a sweep's order depends only on the seed and the sweep counters; reductions fold
 per-block partials in (block id, occurrence) order; the cache changes where bytes come
 from, never their values. Results are therefore identical for every memory budget,
 prefetch depth and visiting order of a reduction, and a run restored with
@@ -137,6 +137,7 @@ class PassScheduler:
         self._states: dict[str, RowState] = {}
         self._scratch = ScratchDir(scratch_dir)
         self.sweep = 0
+        self.reserved = 0
         self.cyclic_sweeps = 0
         self.rows_visited = 0
         self.blocks_visited = 0
@@ -185,6 +186,16 @@ class PassScheduler:
     def state_bytes(self) -> int:
         """Bytes of per-row state held in RAM (spilled states not counted)."""
         return sum(s.nbytes for s in self._states.values() if not s.spilled)
+
+    def reserve(self, nbytes: int) -> None:
+        """Reserve ``nbytes`` of the budget for data a solver holds itself (e.g. dcd's RAM
+        slab of active rows); cached blocks are dropped until the rest fits. 0 releases."""
+        self.reserved = max(0, int(nbytes))
+        self._backend.cache.resize(self.memory - self.state_bytes - self.reserved)
+
+    def count_rows(self, n_rows: int) -> None:
+        """Count rows a solver visited outside a sweep (from its own RAM copy)."""
+        self.rows_visited += int(n_rows)
 
     # -- sweeps --------------------------------------------------------------------
     def blocks(self, order="sequential", *, active=None) -> Iterator[Block]:
@@ -353,7 +364,7 @@ class PassScheduler:
                         "used by states): spilled to %s", name, nbytes / 1e6, self.memory / 1e6,
                         self.state_bytes / 1e6, st.path)
         self._states[name] = st
-        self._backend.cache.resize(self.memory - self.state_bytes)
+        self._backend.cache.resize(self.memory - self.state_bytes - self.reserved)
         return st
 
     def free_state(self, name: str) -> None:
@@ -361,7 +372,7 @@ class PassScheduler:
         if name not in self._states:
             raise InvalidParameterError(f"no state named {name!r}; states: {sorted(self._states)}")
         self._states.pop(name)._release()
-        self._backend.cache.resize(self.memory - self.state_bytes)
+        self._backend.cache.resize(self.memory - self.state_bytes - self.reserved)
 
     # -- resumable state -----------------------------------------------------------
     def state_dict(self) -> dict:

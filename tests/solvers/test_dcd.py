@@ -1,0 +1,235 @@
+"""dcd against LIBLINEAR on real data; chunking and memory invariance; parameters."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import streamsvm as ss
+from streamsvm.estimators import train
+from streamsvm.exceptions import (ConvergenceWarning, IncompleteStoreError, InvalidParameterError,
+                                  StoreNotFoundError)
+from streamsvm.io import InMemoryStore, convert, write_store
+
+from ..conftest import shared_dataset
+
+sk = pytest.importorskip("sklearn.datasets")
+
+
+def primal(X, y, w, b, C, loss, bias=1.0):
+    """0.5‖w‖² + 0.5 b_w² + C Σ loss, with b = bias · b_w (LIBLINEAR -B convention)."""
+    bw = b / bias if bias else 0.0
+    m = y * (X @ w + b)
+    xi = np.maximum(0.0, 1.0 - m)
+    return 0.5 * (w @ w + bw * bw) + C * float(np.sum(xi * xi if loss == "squared_hinge" else xi))
+
+
+def liblinear_objective(X, y, C, loss):
+    lib = pytest.importorskip("liblinear.liblinearutil")
+    prob = lib.problem(y, X)
+    prob.set_bias(1)
+    s = 3 if loss == "hinge" else 1
+    m = lib.train(prob, lib.parameter(f"-s {s} -c {C} -e 1e-6 -B 1 -q"))
+    w = np.array([m.w[i] for i in range(X.shape[1] + 1)])
+    if m.label[0] != 1:
+        w = -w
+    acc = None
+    return primal(X, y, w[:-1], w[-1], C, loss), w, acc
+
+
+@pytest.fixture(scope="module")
+def a9a():
+    X, y = sk.load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
+    Xt, yt = sk.load_svmlight_file(str(shared_dataset("a9a/a9a.t")), n_features=123)
+    return sp.csr_matrix(X), y, sp.csr_matrix(Xt), yt
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_a9a_matches_liblinear(a9a, loss, tmp_path):
+    X, y, Xt, yt = a9a
+    store = convert(str(shared_dataset("a9a/a9a")), str(tmp_path / "a9a.zarr"),
+                    chunk_rows=4096, shuffle=True, seed=3)
+    model, res = train(store, C=1.0, loss=loss, tol=1e-4, max_passes=1000)
+    assert res.converged
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, loss)
+    ref, w_ref, _ = liblinear_objective(X, y, 1.0, loss)
+    assert ours <= ref * (1 + 1e-4), (ours, ref)
+    # the reported primal is the exact objective of the returned model
+    assert res.primal == pytest.approx(ours, rel=1e-9)
+    # the duality gap certifies the distance to the optimum
+    assert res.primal - res.dual <= 1e-4 * res.primal
+    assert res.dual <= ref * (1 + 1e-9)
+    acc = np.mean(model.predict(Xt) == yt)
+    ref_acc = np.mean(np.sign(Xt @ w_ref[:-1] + w_ref[-1]) == yt)
+    assert abs(acc - ref_acc) <= 0.002
+
+
+@pytest.fixture(scope="module")
+def a9a_slice(a9a):
+    X, y, _, _ = a9a
+    return X[:3000], y[:3000]
+
+
+def _fit(X, y, **kw):
+    kw.setdefault("tol", 1e-4)
+    kw.setdefault("max_passes", 2000)
+    store = kw.pop("store", None) or InMemoryStore(X, y, chunk_rows=kw.pop("chunk_rows", 1000))
+    return train(store, C=kw.pop("C", 1.0), loss=kw.pop("loss", "hinge"), **kw)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1000, 3000])
+def test_chunk_size_invariance(a9a_slice, chunk_rows, tmp_path):
+    X, y = a9a_slice
+    store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=chunk_rows, dtype="float64")
+    model, res = _fit(X, y, store=store)
+    ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "hinge")
+    assert res.converged and ours <= ref * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("memory,slab", [("1GB", True), ("400KB", True), ("150KB", True),
+                                         ("150KB", False)])
+def test_memory_budget_invariance(a9a_slice, memory, slab, tmp_path):
+    """Everything cached; partly cached; about one chunk of cache; pure streaming."""
+    X, y = a9a_slice
+    store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=250, dtype="float64")
+    model, res = _fit(X, y, store=store, memory=memory, slab=slab)
+    ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "hinge")
+    assert res.converged and ours <= ref * (1 + 1e-4)
+    modes = {h["mode"] for h in res.history}
+    if not slab:
+        assert modes == {"stream"}
+    if memory == "1GB":
+        assert "slab" in modes
+
+
+def test_same_seed_same_model(a9a_slice):
+    X, y = a9a_slice
+    m1, _ = _fit(X, y, seed=5)
+    m2, _ = _fit(X, y, seed=5)
+    np.testing.assert_array_equal(m1.coef, m2.coef)
+    m3, _ = _fit(X, y, seed=6)
+    assert not np.array_equal(m1.coef, m3.coef)
+
+
+def test_no_bias_and_no_shrinking(a9a_slice):
+    X, y = a9a_slice
+    model, res = _fit(X, y, bias=0.0, loss="squared_hinge")
+    assert model.intercept[0] == 0.0 and res.converged
+    lib = pytest.importorskip("liblinear.liblinearutil")
+    m = lib.train(lib.problem(y, X), lib.parameter("-s 1 -c 1 -e 1e-6 -q"))
+    w = np.array([m.w[i] for i in range(X.shape[1])]) * (1 if m.label[0] == 1 else -1)
+    ref = primal(X, y, w, 0.0, 1.0, "squared_hinge", bias=0.0)
+    ours = primal(X, y, model.coef[0], 0.0, 1.0, "squared_hinge", bias=0.0)
+    assert ours <= ref * (1 + 1e-4)
+    m2, res2 = _fit(X, y, shrinking=False)
+    assert res2.converged
+
+
+def test_class_weights_match_liblinear(a9a_slice):
+    X, y = a9a_slice
+    lib = pytest.importorskip("liblinear.liblinearutil")
+    prob = lib.problem(y, X)
+    prob.set_bias(1)
+    m = lib.train(prob, lib.parameter("-s 3 -c 1 -w1 3 -w-1 0.5 -e 1e-6 -B 1 -q"))
+    w = np.array([m.w[i] for i in range(X.shape[1] + 1)]) * (1 if m.label[0] == 1 else -1)
+    model, res = _fit(X, y, class_weight={1: 3.0, -1: 0.5})
+
+    def obj(wv, b):
+        xi = np.maximum(0, 1 - y * (X @ wv + b))
+        return 0.5 * (wv @ wv + b * b) + np.sum(np.where(y > 0, 3.0, 0.5) * xi)
+    assert obj(model.coef[0], model.intercept[0]) <= obj(w[:-1], w[-1]) * (1 + 1e-4)
+
+
+def test_multiclass_one_vs_rest_matches_liblinear():
+    X, y = sk.load_svmlight_file(str(shared_dataset("dna/dna.scale")))
+    X = sp.csr_matrix(X)
+    model, res = _fit(X, y, loss="squared_hinge", chunk_rows=300)
+    assert res.converged and model.coef.shape == (3, X.shape[1])
+    lib = pytest.importorskip("liblinear.liblinearutil")
+    prob = lib.problem(y, X)
+    prob.set_bias(1)
+    m = lib.train(prob, lib.parameter("-s 1 -c 1 -e 1e-6 -B 1 -q"))
+    labels = list(m.label[:3])
+    d = X.shape[1] + 1
+    for c, cls in enumerate(model.classes):
+        j = labels.index(int(cls))
+        wref = np.array([m.w[i * 3 + j] for i in range(d)])
+        yc = np.where(y == cls, 1.0, -1.0)
+        ref = primal(X, yc, wref[:-1], wref[-1], 1.0, "squared_hinge")
+        ours = primal(X, yc, model.coef[c], model.intercept[c], 1.0, "squared_hinge")
+        assert ours <= ref * (1 + 1e-4)
+    Xt, yt = sk.load_svmlight_file(str(shared_dataset("dna/dna.scale.t")), n_features=X.shape[1])
+    assert np.mean(model.predict(Xt) == yt) > 0.9
+
+
+def test_max_passes_warns_and_reports_not_converged(a9a_slice):
+    X, y = a9a_slice
+    with pytest.warns(ConvergenceWarning, match="max_passes"):
+        model, res = _fit(X, y, max_passes=2, tol=1e-8)
+    assert not res.converged and res.passes >= 2
+
+
+@pytest.mark.parametrize("kw,match", [({"C": 0}, "'C'"), ({"C": -1.0}, "'C'"),
+                                      ({"loss": "log"}, "'loss'"), ({"tol": 0}, "'tol'"),
+                                      ({"max_passes": -1}, "'max_passes'"),
+                                      ({"solver": "nope"}, "'solver'"),
+                                      ({"memory": "lots"}, "'memory'"),
+                                      ({"class_weight": {7: 1.0}}, "class_weight")])
+def test_bad_parameters_fail_before_any_pass(a9a_slice, kw, match):
+    X, y = a9a_slice
+
+    class Counting(InMemoryStore):
+        reads = 0
+
+        def read_rows(self, *a, **k):
+            Counting.reads += 1
+            return super().read_rows(*a, **k)
+    store = Counting(X, y, chunk_rows=500)
+    with pytest.raises(InvalidParameterError, match=match):
+        train(store, **kw)
+    assert Counting.reads == 0
+
+
+def test_missing_and_incomplete_store(tmp_path):
+    with pytest.raises(StoreNotFoundError):
+        train(str(tmp_path / "none.zarr"))
+    src = tmp_path / "t.svm"
+    src.write_text("1 1:1\n-1 2:1\n")
+    store = convert(str(src), str(tmp_path / "s.zarr"))
+    import zarr
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
+    attrs = dict(g.attrs["streamsvm"])
+    attrs["complete"] = False
+    g.attrs["streamsvm"] = attrs
+    with pytest.raises(IncompleteStoreError):
+        train(store.url)
+
+
+def test_estimator_api(a9a_slice, tmp_path):
+    X, y = a9a_slice
+    clf = ss.LinearSVC(C=0.5, loss="hinge", tol=1e-3, chunk_rows=700)
+    assert clf.fit(X, y) is clf
+    assert clf.coef_.shape == (1, X.shape[1]) and clf.intercept_.shape == (1,)
+    np.testing.assert_array_equal(clf.classes_, [-1, 1])
+    assert clf.n_features_in_ == X.shape[1] and clf.n_iter_ > 0 and clf.n_passes_ > 0
+    assert clf.score(X, y) > 0.8
+    d = clf.decision_function(X)
+    assert d.shape == (X.shape[0],)
+    np.testing.assert_array_equal(clf.predict(X), np.where(d > 0, 1.0, -1.0))
+    store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=700)
+    clf2 = ss.LinearSVC(C=0.5, loss="hinge", tol=1e-3).fit(store)
+    assert clf2.score(store) == pytest.approx(clf2.score(X, y))
+    clf3 = ss.LinearSVC(C=0.5, loss="hinge", tol=1e-3).fit(str(tmp_path / "s.zarr"))
+    np.testing.assert_array_equal(clf2.coef_, clf3.coef_)
+    clf.save(tmp_path / "m.json")
+    again = ss.load_model(tmp_path / "m.json")
+    np.testing.assert_array_equal(again.coef, clf.coef_)
+    with pytest.raises(ss.NotFittedError):
+        ss.LinearSVC().predict(X)
+    with pytest.raises(InvalidParameterError):
+        ss.LinearSVC().set_params(bogus=1)
