@@ -131,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 1GB)")
     t.add_argument("--checkpoint", default=None, metavar="DIR_OR_URL",
                    help="write checkpoints here (any fsspec URL)")
-    t.add_argument("--checkpoint-every-passes", type=int, default=1, metavar="N",
-                   help="sweeps between checkpoints (default 1)")
+    t.add_argument("--checkpoint-every-passes", type=float, default=1.0, metavar="N",
+                   help="passes over the data between checkpoints (default 1; a checkpoint "
+                        "is also written at the end and on SIGINT/SIGTERM)")
     t.add_argument("--resume", action="store_true",
                    help="continue from the newest valid checkpoint in --checkpoint")
     t.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",

@@ -43,8 +43,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
     seed : int
     checkpoint : str, optional
         Directory or URL for checkpoints (any fsspec URL).
-    checkpoint_every : int
-        Sweeps between checkpoints (0: only at the end or when interrupted).
+    checkpoint_every : float
+        Passes over the data between checkpoints (0: only at the end or when interrupted).
     resume : bool
         Continue from the newest valid checkpoint in ``checkpoint``.
     **params

@@ -11,7 +11,9 @@ equal this backend's bit for bit.
 
 from __future__ import annotations
 
+import collections
 import logging
+import threading
 from collections.abc import Iterable, Iterator
 
 from ..exceptions import StoreError
@@ -52,6 +54,9 @@ class LocalBackend:
         self.layout = layout
         self.prefetch = prefetch
         self.cache = BlockCache(cache_bytes)
+        self._recent: collections.OrderedDict = collections.OrderedDict()
+        self._recent_lock = threading.Lock()
+        self._locks: dict[int, threading.Lock] = {}
         self.store_reads = 0
         self.cache_hits = 0
         self.bytes_read = 0
@@ -64,7 +69,7 @@ class LocalBackend:
             if lay.whole[b]:
                 chunk = self.store.read_chunk(c)
             else:
-                chunk = self.store.read_rows(start, stop, chunk_id=c)
+                chunk = self._read_part(c, start, stop)
             if chunk.n_rows != stop - start or chunk.row_start != start:
                 raise StoreError(f"expected rows [{start}, {stop}), got {chunk.n_rows} rows "
                                  f"starting at {chunk.row_start}")
@@ -73,6 +78,24 @@ class LocalBackend:
             raise StoreError(f"store {url!r}: cannot read block {b} (chunk {c}, rows "
                              f"[{start}, {stop})): {type(exc).__name__}: {exc}") from exc
         return Block(b, start, chunk.indptr, chunk.indices, chunk.data, chunk.y, chunk=c)
+
+    def _read_part(self, c: int, start: int, stop: int):
+        """Rows [start, stop) of chunk ``c``, decoding the chunk once for all its blocks.
+
+        Zarr decodes whole inner chunks, so reading the blocks of one chunk separately
+        would decompress the same bytes once per block. The last three decoded chunks are
+        kept (outside the memory budget, like the blocks in flight) while their blocks are
+        visited; solvers that split chunks visit a chunk's blocks close together.
+        """
+        with self._locks.setdefault(c, threading.Lock()):
+            chunk = self._recent.get(c)
+            if chunk is None:
+                chunk = self.store.read_chunk(c)
+                with self._recent_lock:
+                    self._recent[c] = chunk
+                    while len(self._recent) > 3:
+                        self._recent.popitem(last=False)
+        return chunk.rows(start - chunk.row_start, stop - chunk.row_start)
 
     def iter_blocks(self, ids: Iterable[int]) -> Iterator[Block]:
         """Yield the blocks ``ids`` in order, from the cache or read ahead from the store."""

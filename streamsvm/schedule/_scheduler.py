@@ -160,6 +160,11 @@ class PassScheduler:
         """Rows of each block, ndarray of shape (n_blocks,)."""
         return self._layout.sizes.copy()
 
+    @property
+    def block_chunks(self) -> np.ndarray:
+        """Store chunk of every block, shape (n_blocks,)."""
+        return self._layout.chunk
+
     def block_bounds(self, b: int) -> tuple[int, int]:
         """Global row range ``[start, stop)`` of block ``b``."""
         return int(self._layout.start[b]), int(self._layout.stop[b])

@@ -161,13 +161,14 @@ def test_block_rows_split_covers_every_row_once(chunk_rows, block_rows):
     assert sched.passes == 1.0
 
 
-def test_split_blocks_read_only_their_rows():
+def test_split_blocks_decode_each_chunk_once():
+    """Blocks of one chunk visited together share one decode of the chunk."""
     store, _, _ = random_store(n=103, chunk_rows=10)
     counting = CountingStore(store)
     sched = PassScheduler(counting, block_rows=4, memory=0)
-    for _ in sched.blocks():
-        pass
-    assert counting.n_reads == sched.n_blocks
+    rows = sum(b.n_rows for b in sched.blocks())
+    assert rows == 103 and sched.n_blocks == 11 * 3 - 2
+    assert counting.n_reads == store.n_chunks
     assert sum(stop - start for _, start, stop in counting.reads) == 103
 
 

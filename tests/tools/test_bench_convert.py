@@ -72,7 +72,8 @@ def test_stage_table_rows():
     assert stages[0]["mb_per_s"] == pytest.approx(250.0)
     rows = bc.stage_rows(stages)
     assert rows[0] == ["(3) parse only", "plain", "2.00", "250.0", "1.90", "0.95"]
-    assert rows[1] == ["(5) convert() end to end, in-process", "gz", "4.00", "125.0", "6.00", "1.50"]
+    assert rows[1] == ["(5) convert() end to end, in-process", "gz", "4.00", "125.0", "6.00",
+                       "1.50"]
     table = bc.stage_table(stages)
     assert table.splitlines()[0].startswith("| stage")
     assert " 250.0 | " in table and " 1.50 |" in table
@@ -163,6 +164,12 @@ def test_run_produces_the_json_schema(small_run):
         ("tiny", "plain"), ("tiny", "gz"), (prefix["name"], "plain")}
     pt = next(t for t in targets if t["input"] == prefix["name"])
     assert pt["speedup"] is not None and pt["rss_ok"] is not None
+    # the main file, too big for sklearn, is compared with sklearn on its prefix (plain only)
+    mt = {t["compression"]: t for t in targets if t["input"] == "tiny"}
+    assert mt["plain"]["sklearn_reference"] == prefix["name"] == pt["sklearn_reference"]
+    assert mt["plain"]["speedup"] == pytest.approx(
+        mt["plain"]["streamsvm_mb_per_s"] / mt["plain"]["sklearn_mb_per_s"])
+    assert mt["gz"]["speedup"] is None and mt["gz"]["sklearn_reference"] is None
 
 
 def test_run_renders_markdown_and_cleans_scratch(small_run):
@@ -171,6 +178,7 @@ def test_run_renders_markdown_and_cleans_scratch(small_run):
     assert "python tools/bench_convert.py --test" in text
     assert "## tiny" in text and "## Targets" in text
     assert "sklearn (plain) skipped" in text
+    assert "¹ sklearn measured on" in text
     assert "| (4) encode only" in text
     assert src.exists()                      # the input is never deleted ...
     assert not scratch.exists()              # ... everything made in scratch is

@@ -1,0 +1,183 @@
+"""train / predict / evaluate from the command line; kill-and-resume; S3 end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from streamsvm.cli import main
+from streamsvm.io import convert
+from streamsvm.model import load_model
+
+from .conftest import shared_dataset
+
+TRAIN = [sys.executable, "-m", "streamsvm.cli", "train"]
+
+
+@pytest.fixture(scope="module")
+def a9a_store(tmp_path_factory):
+    d = tmp_path_factory.mktemp("a9a")
+    src = shared_dataset("a9a/a9a")
+    convert(str(src), str(d / "a9a.zarr"), chunk_rows=2048)
+    convert(str(shared_dataset("a9a/a9a.t")), str(d / "a9a.t.zarr"), chunk_rows=4096,
+            n_features=123)
+    return d
+
+
+def _train_args(store, out, ckpt, *extra):
+    return [str(store), "-o", str(out), "--loss", "hinge", "--tol", "1e-4", "--memory", "2MB",
+            "--checkpoint", str(ckpt), "--checkpoint-every-passes", "1", "-q", *extra]
+
+
+def _manifests(ckpt):
+    return sorted(p for p in os.listdir(ckpt)
+                  if p.startswith("manifest-") and p.endswith(".json")) \
+        if os.path.isdir(ckpt) else []
+
+
+def test_kill_and_resume_gives_identical_model(a9a_store, tmp_path):
+    store = a9a_store / "a9a.zarr"
+    ref = tmp_path / "ref.json"
+    subprocess.run(TRAIN + _train_args(store, ref, tmp_path / "ck_ref"), check=True)
+    n_ckpt = int(load_model(ref).summary["passes"])      # one checkpoint per pass
+    assert n_ckpt > 10
+    rng = random.Random(7)
+    for trial in range(3):
+        ckpt = tmp_path / f"ck{trial}"
+        out = tmp_path / f"m{trial}.json"
+        kill_at = rng.randint(2, n_ckpt // 2)
+        proc = subprocess.Popen(TRAIN + _train_args(store, out, ckpt))
+        while proc.poll() is None:
+            names = _manifests(ckpt)
+            if names and int(names[-1][len("manifest-"):-len(".json")]) >= kill_at:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.002)
+        if proc.returncode == 0:
+            continue                       # finished before the kill point: nothing to test
+        assert not out.exists()
+        if trial == 1:                     # damage the newest checkpoint: the previous is used
+            newest = _manifests(ckpt)[-1]
+            payload = json.loads((ckpt / newest).read_text())["payload"]
+            with open(ckpt / payload, "r+b") as f:
+                f.seek(100)
+                f.write(b"\xff\xff\xff\xff")
+        subprocess.run(TRAIN + _train_args(store, out, ckpt, "--resume"), check=True)
+        assert out.read_bytes() == ref.read_bytes(), f"trial {trial}: killed at {kill_at}"
+
+
+def test_sigterm_writes_checkpoint_then_resume(a9a_store, tmp_path):
+    store = a9a_store / "a9a.zarr"
+    ref = tmp_path / "ref.json"
+    subprocess.run(TRAIN + _train_args(store, ref, tmp_path / "ck_ref"), check=True)
+    ckpt, out = tmp_path / "ck", tmp_path / "m.json"
+    proc = subprocess.Popen(TRAIN + _train_args(store, out, ckpt, "--checkpoint-every-passes",
+                                                "1000"), stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not ckpt.exists():
+        time.sleep(0.01)           # the checkpoint directory appears when training starts
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("training finished before SIGTERM arrived")
+    assert proc.returncode == 130, err
+    assert b"--resume" in err
+    assert _manifests(ckpt)
+    subprocess.run(TRAIN + _train_args(store, out, ckpt, "--resume"), check=True)
+    assert out.read_bytes() == ref.read_bytes()
+
+
+def test_train_predict_evaluate(a9a_store, tmp_path, capsys):
+    store, test = a9a_store / "a9a.zarr", a9a_store / "a9a.t.zarr"
+    model = tmp_path / "m.json"
+    assert main(["train", str(store), "-o", str(model), "--loss", "hinge", "--json", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    for key in ("passes", "primal", "dual", "gap", "converged", "seconds"):
+        assert key in summary
+    assert summary["converged"] and summary["gap"] <= 1e-3
+    assert main(["evaluate", str(model), str(test), "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["n_rows"] == 16281 and 0.84 < ev["accuracy"] < 0.86 and ev["objective"] > 0
+    # a libsvm file (not a store) gives the same numbers
+    assert main(["evaluate", str(model), str(shared_dataset("a9a/a9a.t")), "--json"]) == 0
+    ev2 = json.loads(capsys.readouterr().out)
+    assert ev2["accuracy"] == ev["accuracy"]
+    assert ev2["objective"] == pytest.approx(ev["objective"], rel=1e-6)
+    # training objective from evaluate equals the solver's primal
+    assert main(["evaluate", str(model), str(store), "--json"]) == 0
+    ev3 = json.loads(capsys.readouterr().out)
+    assert ev3["objective"] == pytest.approx(summary["primal"], rel=1e-9)
+    pred = tmp_path / "pred.txt"
+    assert main(["predict", str(model), str(test), "-o", str(pred)]) == 0
+    lines = pred.read_text().split()
+    assert len(lines) == 16281 and set(lines) <= {"1", "-1"}
+    m = load_model(model)
+    y = np.array([float(v) for v in lines])
+    assert np.mean(y == np.array([1.0 if "+1" in l.split()[0] or l.split()[0] == "1" else -1.0
+                                  for l in shared_dataset("a9a/a9a.t").read_text().splitlines()
+                                  ])) == pytest.approx(ev["accuracy"])
+    assert m.task == "binary"
+
+
+def test_liblinear_export_predicts_the_same(a9a_store, tmp_path):
+    lib = pytest.importorskip("liblinear.liblinearutil")
+    sk = pytest.importorskip("sklearn.datasets")
+    store = a9a_store / "a9a.zarr"
+    out = tmp_path / "m.liblinear"
+    assert main(["train", str(store), "-o", str(tmp_path / "m.json"), "-q"]) == 0
+    assert main(["train", str(store), "-o", str(out), "--format", "liblinear", "-q"]) == 0
+    ll = lib.load_model(str(out))
+    Xt, yt = sk.load_svmlight_file(str(shared_dataset("a9a/a9a.t")), n_features=123)
+    p_ll, _, _ = lib.predict(yt, Xt, ll, "-q")
+    ours = load_model(tmp_path / "m.json").predict(Xt)
+    assert np.mean(np.asarray(p_ll) == ours) == 1.0
+
+
+def test_bad_train_parameters_exit_2(a9a_store, tmp_path, capsys):
+    store = str(a9a_store / "a9a.zarr")
+    out = str(tmp_path / "m.json")
+    for args, needle in [(["-C", "0"], "'C'"), (["-C", "-2"], "'C'"),
+                         (["--tol", "0"], "'tol'"), (["--memory", "much"], "'memory'"),
+                         (["--solver", "sgd"], "'solver'")]:
+        assert main(["train", store, "-o", out, "-q", *args]) == 2
+        assert needle in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "none.zarr"), "-o", out, "-q"]) == 2
+    assert "no streamsvm store" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", store, "-o", out, "--loss", "log"])
+    assert not os.path.exists(out)
+
+
+def test_s3_end_to_end(s3, tmp_path, capsys):
+    bucket, opts = s3
+    endpoint = opts["client_kwargs"]["endpoint_url"]
+    so = ["--storage-option", "key=testing", "--storage-option", "secret=testing",
+          "--storage-option", f"client_kwargs.endpoint_url={endpoint}"]
+    import s3fs
+    fs = s3fs.S3FileSystem(**opts)
+    fs.put(str(shared_dataset("dna/dna.scale")), f"{bucket}/dna.svm")
+    fs.put(str(shared_dataset("dna/dna.scale.t")), f"{bucket}/dna.t.svm")
+    assert main(["convert", f"{bucket}/dna.svm", f"{bucket}/dna.zarr", "-q", *so]) == 0
+    assert main(["train", f"{bucket}/dna.zarr", "-o", f"{bucket}/model.json", "-q",
+                 "--checkpoint", f"{bucket}/ckpt", "--checkpoint-every-passes", "2", *so]) == 0
+    assert any("manifest-" in p for p in fs.ls(f"{bucket}/ckpt"))
+    capsys.readouterr()
+    assert main(["evaluate", f"{bucket}/model.json", f"{bucket}/dna.t.svm", "--json",
+                 "--storage-option", "key=testing", "--storage-option", "secret=testing",
+                 "--storage-option", f"client_kwargs.endpoint_url={endpoint}"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["n_rows"] == 1186 and ev["accuracy"] > 0.9
+    # resuming from the S3 checkpoint of a finished run reproduces the model
+    assert main(["train", f"{bucket}/dna.zarr", "-o", f"{bucket}/model2.json", "-q",
+                 "--checkpoint", f"{bucket}/ckpt", "--resume", *so]) == 0
+    assert fs.cat(f"{bucket}/model.json") == fs.cat(f"{bucket}/model2.json")
