@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exceptions import InvalidParameterError, StoreError
+from ..exceptions import InvalidParameterError
 from ._labels import encode_labels
-from ._store import Chunk
+from ._store import Chunk, StoreMeta
 
 __all__ = ["InMemoryStore"]
 
 
-class InMemoryStore:
+class InMemoryStore(StoreMeta):
     """A chunked view of an in-memory CSR matrix and labels.
 
     Parameters
@@ -66,38 +66,9 @@ class InMemoryStore:
             "complete": True,
         }
 
-    n_rows = property(lambda self: int(self.meta["n_rows"]))
-    n_features = property(lambda self: int(self.meta["n_features"]))
-    nnz = property(lambda self: int(self.meta["nnz"]))
-    chunk_rows = property(lambda self: int(self.meta["chunk_rows"]))
-    n_chunks = property(lambda self: int(self.meta["n_chunks"]))
-    task = property(lambda self: self.meta["task"])
-    binary_values = property(lambda self: False)
-    dtype = property(lambda self: np.dtype(self.meta["dtype"]))
-    classes = property(lambda self: np.asarray(self.meta["classes"], dtype=np.float64))
-    label_counts = property(lambda self: dict(self.meta["label_counts"]))
-    chunk_nnz = property(lambda self: np.asarray(self.meta["chunk_nnz"], dtype=np.int64))
-    chunk_max_sq_norm = property(
-        lambda self: np.asarray(self.meta["chunk_max_sq_norm"], dtype=np.float64))
-
     def __repr__(self) -> str:
         return (f"InMemoryStore(n_rows={self.n_rows}, n_features={self.n_features}, "
                 f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
-
-    def chunk_bounds(self, i: int) -> tuple[int, int]:
-        if not 0 <= i < self.n_chunks:
-            raise StoreError(f"in-memory store: chunk {i} out of range [0, {self.n_chunks})")
-        start = i * self.chunk_rows
-        return start, min(start + self.chunk_rows, self.n_rows)
-
-    def chunk_sizes(self) -> np.ndarray:
-        sizes = np.full(self.n_chunks, self.chunk_rows, dtype=np.int64)
-        sizes[-1] = self.n_rows - (self.n_chunks - 1) * self.chunk_rows
-        return sizes
-
-    def read_chunk(self, i: int) -> Chunk:
-        start, stop = self.chunk_bounds(i)
-        return self.read_rows(start, stop, chunk_id=i)
 
     def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
         X = self._X
@@ -106,6 +77,3 @@ class InMemoryStore:
         return Chunk(chunk_id, start, indptr, self._indices[p0:p1], X.data[p0:p1],
                      self._y[start:stop])
 
-    def iter_chunks(self):
-        for i in range(self.n_chunks):
-            yield self.read_chunk(i)

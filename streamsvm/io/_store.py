@@ -19,7 +19,7 @@ import numpy as np
 from ..exceptions import IncompleteStoreError, StoreError, StoreNotFoundError
 from ._urls import join_url, url_to_fs
 
-__all__ = ["Chunk", "Store", "open_store", "FORMAT_VERSION", "ATTRS_KEY"]
+__all__ = ["Chunk", "Store", "StoreMeta", "open_store", "FORMAT_VERSION", "ATTRS_KEY"]
 
 FORMAT_VERSION = 1
 ATTRS_KEY = "streamsvm"
@@ -77,30 +77,11 @@ class Chunk:
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n_rows, n_cols))
 
 
-class Store:
-    """A read-only handle on a complete streamsvm store.
+class StoreMeta:
+    """Metadata accessors shared by :class:`Store` and ``InMemoryStore`` (from ``meta``)."""
 
-    Picklable (it holds only the URL, storage options and metadata); zarr arrays are
-    opened lazily in each process. Use :func:`open_store` to obtain one.
-    """
-
-    def __init__(self, url: str, storage_options: dict | None, meta: dict):
-        self.url = url
-        self.storage_options = dict(storage_options or {})
-        self.meta = meta
-        self._arrays: dict[str, Any] | None = None
-        self._lock = threading.Lock()
-
-    # -- pickling: drop the open zarr handles ---------------------------------------
-    def __getstate__(self):
-        return {"url": self.url, "storage_options": self.storage_options, "meta": self.meta}
-
-    def __setstate__(self, state):
-        self.__init__(state["url"], state["storage_options"], state["meta"])
-
-    def __repr__(self) -> str:
-        return (f"Store({self.url!r}, n_rows={self.n_rows}, n_features={self.n_features}, "
-                f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
+    meta: dict
+    url: str
 
     # -- metadata ------------------------------------------------------------------
     n_rows = property(lambda self: int(self.meta["n_rows"]))
@@ -129,6 +110,10 @@ class Store:
     def chunk_max_sq_norm(self) -> np.ndarray:
         return np.asarray(self.meta["chunk_max_sq_norm"], dtype=np.float64)
 
+    def _check_chunk(self, i: int) -> None:
+        if not 0 <= i < self.n_chunks:
+            raise StoreError(f"store {self.url!r}: chunk {i} out of range [0, {self.n_chunks})")
+
     def chunk_bounds(self, i: int) -> tuple[int, int]:
         """Global row range ``[start, stop)`` of chunk ``i``."""
         self._check_chunk(i)
@@ -142,6 +127,42 @@ class Store:
             sizes[-1] = self.n_rows - (self.n_chunks - 1) * self.chunk_rows
         return sizes
 
+    def read_chunk(self, i: int) -> Chunk:
+        """Read row chunk ``i``; touches only that chunk's bytes."""
+        start, stop = self.chunk_bounds(i)
+        return self.read_rows(start, stop, chunk_id=i)
+
+    def iter_chunks(self):
+        """Yield every chunk in order (a convenience; solvers use the PassScheduler)."""
+        for i in range(self.n_chunks):
+            yield self.read_chunk(i)
+
+
+class Store(StoreMeta):
+    """A read-only handle on a complete streamsvm store.
+
+    Picklable (it holds only the URL, storage options and metadata); zarr arrays are
+    opened lazily in each process. Use :func:`open_store` to obtain one.
+    """
+
+    def __init__(self, url: str, storage_options: dict | None, meta: dict):
+        self.url = url
+        self.storage_options = dict(storage_options or {})
+        self.meta = meta
+        self._arrays: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    # -- pickling: drop the open zarr handles ---------------------------------------
+    def __getstate__(self):
+        return {"url": self.url, "storage_options": self.storage_options, "meta": self.meta}
+
+    def __setstate__(self, state):
+        self.__init__(state["url"], state["storage_options"], state["meta"])
+
+    def __repr__(self) -> str:
+        return (f"Store({self.url!r}, n_rows={self.n_rows}, n_features={self.n_features}, "
+                f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
+
     # -- data ----------------------------------------------------------------------
     def _open_arrays(self) -> dict[str, Any]:
         with self._lock:
@@ -151,15 +172,6 @@ class Store:
                 names = ["indptr", "indices", "y"] + ([] if self.binary_values else ["data"])
                 self._arrays = {name: group[name] for name in names}
             return self._arrays
-
-    def _check_chunk(self, i: int) -> None:
-        if not 0 <= i < self.n_chunks:
-            raise StoreError(f"store {self.url!r}: chunk {i} out of range [0, {self.n_chunks})")
-
-    def read_chunk(self, i: int) -> Chunk:
-        """Read row chunk ``i``; touches only that chunk's bytes."""
-        start, stop = self.chunk_bounds(i)
-        return self.read_rows(start, stop, chunk_id=i)
 
     def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
         """Read global rows ``[start, stop)`` as a :class:`Chunk`."""
@@ -181,11 +193,6 @@ class Store:
                              f"{p1 - p0} entries and {stop - start} labels, got "
                              f"{len(indices)} and {len(y)}")
         return Chunk(chunk_id, start, indptr - p0, indices, data, y)
-
-    def iter_chunks(self):
-        """Yield every chunk in order (a convenience; solvers use the PassScheduler)."""
-        for i in range(self.n_chunks):
-            yield self.read_chunk(i)
 
     def bytes_on_disk(self) -> int:
         """Total size of the store's files."""

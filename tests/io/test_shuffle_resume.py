@@ -126,3 +126,22 @@ def test_resume_with_other_options_restarts(tmp_path, caplog):
     store = convert(str(inp), str(out), chunk_rows=5000, resume=True)
     assert store.chunk_rows == 5000 and store.n_rows == 8 * 32561
     assert "restarting" in caplog.text
+
+
+def test_shuffle_memory_is_bounded(tmp_path, monkeypatch):
+    """No bucket larger than the budget is ever loaded, whatever the input size."""
+    from streamsvm.io import _shuffle
+    loaded = []
+    real = _shuffle._read_frames
+
+    def spy(path, *a):
+        import os
+        loaded.append(os.path.getsize(path))
+        return real(path, *a)
+    monkeypatch.setattr(_shuffle, "_read_frames", spy)
+    inp = _big_input(tmp_path, copies=3)          # ~7 MB of text
+    budget = 300_000
+    store = convert(str(inp), str(tmp_path / "s.zarr"), chunk_rows=5000, shuffle=True,
+                    seed=4, shuffle_memory=budget)
+    assert store.n_rows == 3 * 32561
+    assert len(loaded) > 10 and max(loaded) <= budget

@@ -1,0 +1,477 @@
+"""Benchmark worker: trains one method on one data set in a fresh process (``bench.py --worker``).
+
+Each method runs in its own child process so that its peak RSS and start-up cost are its own.
+The worker loads the data the way that method's users do, times only the fitting calls
+(``time.perf_counter`` around them), and writes
+
+* ``result.json``: status, timestamps (``t_start``: the worker's first line, ``t_ready``: data
+  loaded, just before the first timed fit), and one entry per *step* (a fit, or a point of a
+  curve: ``max_passes`` re-runs, LIBLINEAR ``-e`` ladder, SGD epochs, VW ``--passes``);
+* ``weights.npz``: the weights ``W`` (k, d) and intercepts ``b`` (k,) of every step, named by
+  the step's ``weights`` key. The parent evaluates them all with one objective
+  (``tools/_bench_eval.py``), so no method grades itself.
+
+Conventions shared by every method: bias = 1 as a regularized constant feature (LIBLINEAR
+``-B 1``), labels encoded as in the store (binary ±1 with the larger original label positive;
+multiclass a class index into the sorted original labels).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+
+__all__ = ["run_worker", "METHOD_FUNCS", "encode_labels", "liblinear_weights",
+           "parse_liblinear_output", "parse_vw_readable_model", "vw_bits", "vw_lambda",
+           "sgd_alpha", "VW_CONSTANT_HASH"]
+
+#: VW's hash of the constant (bias) feature before masking (``constant`` in VW's source).
+VW_CONSTANT_HASH = 11650396
+
+
+# -- helpers shared with the parent and the tests -------------------------------------------
+
+def encode_labels(y, classes, task):
+    """Original labels → the store's encoding (binary ±1, multiclass class index)."""
+    y = np.asarray(y, dtype=np.float64)
+    classes = np.asarray(classes, dtype=np.float64)
+    if task == "binary":
+        return np.where(y == classes[-1], 1.0, -1.0)
+    idx = np.searchsorted(classes, y)
+    bad = (idx >= len(classes)) | (classes[np.minimum(idx, len(classes) - 1)] != y)
+    if bad.any():
+        raise ValueError(f"labels {np.unique(y[bad])[:5]} are not among the training classes")
+    return idx.astype(np.float64)
+
+
+def sgd_alpha(C: float, n_rows: int) -> float:
+    """SGDClassifier's alpha for the objective ½‖w‖² + C Σ loss: (1/n)Σ loss + α/2‖w‖², times C·n."""
+    return 1.0 / (C * n_rows)
+
+
+def vw_lambda(C: float, n_rows: int) -> float:
+    """VW's ``--l2`` for the same objective: VW minimizes Σ_i [loss_i + λ/2‖w‖²] / n."""
+    return 1.0 / (C * n_rows)
+
+
+def vw_bits(n_features: int) -> int:
+    """Hash bits such that feature names 1..d map to themselves and miss the constant."""
+    bits = max(18, (n_features + 1).bit_length())
+    while (VW_CONSTANT_HASH & ((1 << bits) - 1)) <= n_features:
+        bits += 1
+    return bits
+
+
+def parse_vw_readable_model(text: str, n_features: int, bits: int):
+    """Weights of a binary VW model written by ``--readable_model``.
+
+    Feature names are the 1-based libsvm indices in VW's default namespace, whose hash is the
+    number itself, so weight index ``j`` is feature ``j - 1`` of the store; the constant is at
+    ``VW_CONSTANT_HASH & mask``. With ``--l2`` VW keeps the weights as ``raw × contraction`` (a
+    lazily applied weight decay), the contraction written as ``l2_state`` in the header: the
+    weights returned are ``raw × l2_state`` (checked against VW's own predictions in the
+    tests). Returns ``(W (1, d), b (1,))``.
+    """
+    mask = (1 << bits) - 1
+    const = VW_CONSTANT_HASH & mask
+    W = np.zeros((1, n_features))
+    b = 0.0
+    scale = 1.0
+    for line in text.splitlines():
+        if line.startswith("l2_state "):
+            scale = float(line.split()[1])
+            continue
+        m = re.match(r"^(\d+):(\S+)", line)
+        if not m:
+            continue
+        idx, val = int(m.group(1)), float(m.group(2))
+        if idx == const:
+            b = val
+        elif 1 <= idx <= n_features:
+            W[0, idx - 1] = val
+        elif val != 0.0:
+            raise ValueError(f"VW weight index {idx} is neither a feature (1..{n_features}) nor "
+                             f"the constant ({const})")
+    return W * scale, np.array([b * scale])
+
+
+def parse_liblinear_output(text: str, solver: int) -> dict:
+    """Iteration counts from LIBLINEAR's (non-quiet) output.
+
+    Dual solvers (-s 1, 3, 4) print ``optimization finished, #iter = N`` once per binary
+    subproblem: each iteration is one sweep over the active (unshrunk) rows, so the sum is an
+    upper bound on passes over the data. The primal Newton solver (-s 2) prints one line per
+    Newton iteration with its CG steps; a pass count is estimated as 1 (initial function and
+    gradient) + Σ (CG steps + 2) (the line search's function value and the new gradient).
+    """
+    iters = [int(v) for v in re.findall(r"#iter\s*=\s*(\d+)", text)]
+    newton = [int(v) for v in re.findall(r"^iter\s+\d+.*?CG\s+(\d+)", text, flags=re.M)]
+    n_init = len(re.findall(r"^init f", text, flags=re.M))
+    out = {"max_iter_warning": "reaching max number of" in text}
+    if solver == 2:
+        out["newton_iters"] = len(newton)
+        out["cg_steps"] = sum(newton)
+        out["passes"] = float(max(n_init, 1) + sum(c + 2 for c in newton))
+        out["passes_kind"] = "approx"
+    else:
+        out["iters"] = iters
+        out["passes"] = float(sum(iters)) if iters else None
+        out["passes_kind"] = "upper bound"
+    return out
+
+
+def liblinear_weights(model, n_features: int, task: str, n_classes: int, bias: float = 1.0):
+    """``(W, b)`` in the store's convention from a LIBLINEAR model.
+
+    ``model.w`` holds ``(nr_feature + 1) × nr_w`` doubles, feature-major; binary models
+    (``nr_w = 1``) score ``label[0]`` positive, so the sign flips when ``label[0] != +1``.
+    """
+    nr_class, nr_feature = int(model.nr_class), int(model.nr_feature)
+    solver = int(model.param.solver_type)
+    nr_w = 1 if (nr_class == 2 and solver != 4) else nr_class
+    has_bias = model.bias >= 0
+    n = nr_feature + (1 if has_bias else 0)
+    w = np.ctypeslib.as_array(model.w, shape=(n * nr_w,)).reshape(n, nr_w).copy()
+    labels = [int(v) for v in model.get_labels()]
+    d = min(nr_feature, n_features)
+    if task == "binary" and nr_w == 1:
+        sign = 1.0 if labels[0] == 1 else -1.0
+        W = np.zeros((1, n_features))
+        W[0, :d] = sign * w[:d, 0]
+        b = np.array([sign * w[nr_feature, 0] * model.bias if has_bias else 0.0])
+        return W, b
+    k = 1 if task == "binary" else n_classes
+    W = np.zeros((k, n_features))
+    b = np.zeros(k)
+    for j, lab in enumerate(labels):
+        c = (0 if lab == 1 else None) if task == "binary" else lab
+        if c is None:
+            continue
+        W[c, :d] = w[:d, j]
+        b[c] = w[nr_feature, j] * model.bias if has_bias else 0.0
+    return W, b
+
+
+# -- the worker --------------------------------------------------------------------------------
+
+class _Out:
+    """Collects steps and weights of one worker run."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.steps = []
+        self.arrays = {}
+        self.extra = {}
+        self.t_ready = None
+
+    def ready(self):
+        if self.t_ready is None:
+            self.t_ready = time.time()
+
+    def add(self, role, label, param, fit_seconds, passes=None, passes_kind=None, W=None, b=None,
+            **info):
+        key = None
+        if W is not None:
+            key = f"s{len(self.steps)}"
+            self.arrays[key + ".W"] = np.asarray(W, dtype=np.float64)
+            self.arrays[key + ".b"] = np.asarray(b, dtype=np.float64)
+        fs = list(fit_seconds) if isinstance(fit_seconds, (list, tuple)) else [fit_seconds]
+        step = {"role": role, "label": label, "param": param, "fit_seconds_all": fs,
+                "fit_seconds": float(np.median(fs)) if fs and fs[0] is not None else None,
+                "passes": None if passes is None else float(passes), "passes_kind": passes_kind,
+                "weights": key}
+        step.update(info)
+        self.steps.append(step)
+        return step
+
+
+def _timed(fn, repeat: int, repeat_under: float):
+    """Run ``fn`` once, then up to ``repeat - 1`` more times if the first took < repeat_under s.
+
+    Returns the first call's result and the list of wall times.
+    """
+    times, first = [], None
+    for r in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        res = fn()
+        times.append(time.perf_counter() - t0)
+        if r == 0:
+            first = res
+            if times[0] >= repeat_under:
+                break
+    return first, times
+
+
+def _load_text(path, n_features, classes, task):
+    from sklearn.datasets import load_svmlight_file
+    X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float64)
+    return X.tocsr(), encode_labels(y, classes, task)
+
+
+# streamsvm ----------------------------------------------------------------------------------
+
+def m_streamsvm(spec, out: _Out):
+    from streamsvm import InMemoryStore, open_store
+    from streamsvm.estimators import train
+    from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    ds = spec["dataset"]
+    store = open_store(ds["store"])
+    solver = spec["solver"]
+    params = dict(C=spec["C"], loss=spec["loss"], tol=spec["tol"], max_passes=spec["max_passes"],
+                  bias=1.0)
+    common = dict(solver=solver, memory=spec["memory"], seed=spec["seed"])
+    # warm-up on a few rows (loads numba's on-disk cache of every kernel: not solver time)
+    t0 = time.perf_counter()
+    part = store.read_rows(0, min(store.n_rows, 2000))
+    import scipy.sparse as sp
+    Xw = sp.csr_matrix((part.data, part.indices, part.indptr),
+                       shape=(part.n_rows, store.n_features))
+    try:
+        train(InMemoryStore(Xw, part.y, chunk_rows=500, dtype=store.dtype,
+                            task=store.task if len(np.unique(part.y)) > 2 else "auto"),
+              **common, **dict(params, max_passes=3, tol=0.5))
+    except InvalidParameterError as exc:
+        out.extra["unsupported"] = str(exc)
+        return "unsupported", str(exc)
+    except Exception as exc:  # the warm-up data may not suit the solver; the real run decides
+        out.extra["warmup_error"] = f"{type(exc).__name__}: {exc}"
+    out.extra["warmup_seconds"] = time.perf_counter() - t0
+    history = []
+
+    def callback(entry):
+        history.append({k: (v.item() if hasattr(v, "item") else v) for k, v in entry.items()})
+
+    def fit():
+        history.clear()
+        return train(store, callback=callback, **common, **params)
+
+    out.ready()
+    try:
+        (model, res), times = _timed(fit, spec["repeat"], spec["repeat_under"])
+    except InvalidParameterError as exc:
+        return "unsupported", str(exc)
+    out.extra["history"] = list(history)
+    out.add("headline", f"tol={spec['tol']:g}", {"tol": spec["tol"]}, times, res.passes, "exact",
+            model.coef, model.intercept, n_iter=int(res.n_iter), converged=bool(res.converged),
+            certificate=float(res.stop_value), solver_primal=float(res.primal),
+            solver_dual=float(res.dual))
+    if spec.get("curve") == "rerun":
+        mp = 1.0
+        while mp < res.passes and mp <= spec["max_passes"]:
+            t0 = time.perf_counter()
+            m2, r2 = train(store, **common, **dict(params, max_passes=mp))
+            dt = time.perf_counter() - t0
+            out.add("curve", f"max_passes={mp:g}", {"max_passes": mp}, dt, r2.passes, "exact",
+                    m2.coef, m2.intercept, certificate=float(r2.stop_value),
+                    converged=bool(r2.converged))
+            mp *= 2
+    if spec.get("reference_tol"):
+        t0 = time.perf_counter()
+        m3, r3 = train(store, **common, **dict(params, tol=spec["reference_tol"],
+                                               max_passes=spec.get("reference_max_passes", 2000)))
+        out.add("reference", f"tol={spec['reference_tol']:g}", {"tol": spec["reference_tol"]},
+                time.perf_counter() - t0, r3.passes, "exact", m3.coef, m3.intercept,
+                certificate=float(r3.stop_value), solver_dual=float(r3.dual),
+                solver_primal=float(r3.primal), converged=bool(r3.converged))
+    return "ok", None
+
+
+# LIBLINEAR -----------------------------------------------------------------------------------
+
+def m_liblinear(spec, out: _Out):
+    from liblinear import liblinear as ll
+    from liblinear import liblinearutil as lu
+    ds = spec["dataset"]
+    X, y = _load_text(ds["train_text"], ds["n_features"], ds["classes"], ds["task"])
+    prob = ll.problem(y, X)
+    prob.set_bias(1.0)
+    s = int(spec["s"])
+    k = 1 if ds["task"] == "binary" else len(ds["classes"])
+    lines = []
+    printer = ll.PRINT_STRING_FUN(lambda msg: lines.append(msg.decode(errors="replace")))
+    out.ready()
+    for e in spec["eps"]:
+        def fit(e=e):
+            lines.clear()
+            param = ll.parameter(f"-s {s} -c {spec['C']!r} -B 1 -e {e!r}")
+            param.print_func = printer
+            return lu.train(prob, param)
+        model, times = _timed(fit, spec["repeat"], spec["repeat_under"])
+        info = parse_liblinear_output("".join(lines), s)
+        W, b = liblinear_weights(model, ds["n_features"], ds["task"], k)
+        out.add("ladder", f"-e {e:g}", {"e": e}, times, info.pop("passes"),
+                info.pop("passes_kind"), W, b, default=(e == spec["default_eps"]), **info)
+        del model
+        if times[0] > spec.get("ladder_budget", math.inf):
+            out.extra["ladder_stopped"] = f"-e {e:g} took {times[0]:.1f}s > ladder budget"
+            break
+    return "ok", None
+
+
+# scikit-learn --------------------------------------------------------------------------------
+
+def m_linearsvc(spec, out: _Out):
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.svm import LinearSVC
+    ds = spec["dataset"]
+    X, y = _load_text(ds["train_text"], ds["n_features"], ds["classes"], ds["task"])
+    k = 1 if ds["task"] == "binary" else len(ds["classes"])
+
+    def fit():
+        clf = LinearSVC(C=spec["C"], loss=spec["loss"], dual=True, tol=spec["tol"],
+                        max_iter=spec["max_iter"], fit_intercept=True, intercept_scaling=1.0,
+                        random_state=spec["seed"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            clf.fit(X, y)
+        return clf, any(issubclass(w.category, ConvergenceWarning) for w in caught)
+
+    out.ready()
+    (clf, warned), times = _timed(fit, spec["repeat"], spec["repeat_under"])
+    n_iter = int(np.max(clf.n_iter_))
+    out.add("headline", f"tol={spec['tol']:g}", {"tol": spec["tol"]}, times, n_iter * k,
+            "upper bound", clf.coef_, clf.intercept_, n_iter=n_iter, max_iter_warning=warned)
+    return "ok", None
+
+
+def m_sgd(spec, out: _Out):
+    import scipy.sparse as sp
+    from sklearn.linear_model import SGDClassifier
+    from streamsvm import open_store
+    ds = spec["dataset"]
+    store = open_store(ds["store"])
+    d, n = store.n_features, store.n_rows
+    classes = np.array([-1.0, 1.0]) if ds["task"] == "binary" else np.arange(len(ds["classes"]))
+    alpha = sgd_alpha(spec["C"], n)
+    out.extra["alpha"] = alpha
+    out.extra["chunks"] = store.n_chunks
+
+    def fit(snap=None):
+        clf = SGDClassifier(loss=spec["loss"], alpha=alpha, fit_intercept=True,
+                            learning_rate="optimal", random_state=spec["seed"])
+        t0 = time.perf_counter()
+        for ep in range(spec["epochs"]):
+            for i in range(store.n_chunks):
+                ch = store.read_chunk(i)
+                X = sp.csr_matrix((ch.data, ch.indices, ch.indptr), shape=(ch.n_rows, d))
+                clf.partial_fit(X, ch.y, classes=classes)
+            if snap is not None:
+                snap.append((time.perf_counter() - t0, clf.coef_.copy(), clf.intercept_.copy()))
+        return clf
+
+    out.ready()
+    snaps = []
+    clf, times = _timed(lambda: fit(snaps if not snaps else None), spec["repeat"],
+                        spec["repeat_under"])
+    for ep, (t, W, b) in enumerate(snaps[:-1], start=1):
+        out.add("curve", f"epoch {ep}", {"epochs": ep}, t, ep, "exact", W, b)
+    out.add("headline", f"{spec['epochs']} epochs", {"epochs": spec["epochs"]}, times,
+            spec["epochs"], "exact", clf.coef_, clf.intercept_)
+    return "ok", None
+
+
+# Vowpal Wabbit ------------------------------------------------------------------------------
+
+def m_vw(spec, out: _Out):
+    try:
+        import vowpalwabbit
+    except Exception as exc:  # noqa: BLE001  (the import may fail in many ways)
+        return "unavailable", f"vowpalwabbit does not import: {type(exc).__name__}: {exc}"
+    ds = spec["dataset"]
+    work = spec["workdir"]
+    os.makedirs(work, exist_ok=True)
+    bits = vw_bits(ds["n_features"])
+    multi = ds["task"] == "multiclass"
+    k = len(ds["classes"])
+    red = f" --oaa {k}" if multi else ""
+    cache = os.path.join(work, "train.vw.cache")
+    lam = vw_lambda(spec["C"], ds["n_rows"])
+    out.extra.update(bits=bits, l2=lam, cache=cache)
+    t0 = time.perf_counter()
+    if os.path.exists(cache):
+        os.remove(cache)
+    ws = vowpalwabbit.Workspace(f"-d {ds['vw_train']} --cache_file {cache} --passes 1 "
+                                f"--holdout_off -b {bits} --quiet --loss_function hinge{red}")
+    ws.finish()
+    out.extra["prep_seconds"] = time.perf_counter() - t0   # text → binary cache, not timed
+    out.ready()
+    passes = list(spec["passes"])
+    for i, P in enumerate(passes):
+        model = os.path.join(work, f"model.{P}.vw")
+        readable = os.path.join(work, f"model.{P}.txt")
+        args = (f"-d {ds['vw_train']} --cache_file {cache} --passes {P} --holdout_off "
+                f"--loss_function hinge --l2 {lam!r} -b {bits} --quiet -f {model}{red}"
+                + ("" if multi else f" --readable_model {readable}"))
+
+        def fit(args=args):
+            w = vowpalwabbit.Workspace(args)
+            w.finish()
+        _, times = _timed(fit, spec["repeat"], spec["repeat_under"])
+        role = "headline" if i == len(passes) - 1 else "curve"
+        if multi:
+            acc = {"train_accuracy": _vw_accuracy(vowpalwabbit, model, ds["vw_train"], work),
+                   "test_accuracy": (_vw_accuracy(vowpalwabbit, model, ds["vw_test"], work)
+                                     if ds.get("vw_test") else None)}
+            out.add(role, f"--passes {P}", {"passes": P}, times, P, "exact", **acc)
+        else:
+            with open(readable) as f:
+                W, b = parse_vw_readable_model(f.read(), ds["n_features"], bits)
+            out.add(role, f"--passes {P}", {"passes": P}, times, P, "exact", W, b)
+    return "ok", None
+
+
+def _vw_accuracy(vowpalwabbit, model, data, work):
+    pred = os.path.join(work, "pred.txt")
+    w = vowpalwabbit.Workspace(f"-t -i {model} -d {data} -p {pred} --quiet")
+    w.finish()
+    with open(pred) as f:
+        p = np.array([float(line.split()[0]) for line in f if line.strip()])
+    with open(data) as f:
+        t = np.array([float(line.split("|", 1)[0]) for line in f if line.strip()])
+    return float(np.mean(p == t))
+
+
+METHOD_FUNCS = {"streamsvm": m_streamsvm, "liblinear": m_liblinear, "linearsvc": m_linearsvc,
+                "sgd": m_sgd, "vw": m_vw}
+
+
+def run_worker(spec_path: str) -> int:
+    """Entry point of ``bench.py --worker SPEC``: run, then write result.json and weights.npz."""
+    t_start = time.time()
+    with open(spec_path) as f:
+        spec = json.load(f)
+    out = _Out(spec)
+    try:
+        status, message = METHOD_FUNCS[spec["kind"]](spec, out)
+    except Exception as exc:  # noqa: BLE001  (reported, not raised: the parent goes on)
+        status, message = "error", f"{type(exc).__name__}: {exc}"
+        out.extra["traceback"] = traceback.format_exc()[-4000:]
+    outdir = spec["outdir"]
+    if out.arrays:
+        np.savez(os.path.join(outdir, "weights.npz"), **out.arrays)
+    result = {"status": status, "message": message, "t_start": t_start, "t_ready": out.t_ready,
+              "t_end": time.time(), "steps": out.steps, "extra": out.extra}
+    with open(os.path.join(outdir, "result.json"), "w") as f:
+        json.dump(result, f, default=_json_default)
+    return 0 if status != "error" else 1
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_worker(sys.argv[1]))
