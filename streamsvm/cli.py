@@ -285,22 +285,18 @@ def _cmd_train(args) -> int:
                    bar_format="{desc}: {n:.2f}/{total:g} passes [{elapsed}<{remaining}] "
                               "{postfix}")
     t_start = time.perf_counter()
-    last = {"rows": 0.0, "t": t_start, "mb": 0.0}
-    mb_total = [0.0]
-
-    def sched_bytes(entry):
-        return mb_total[0]
+    last = {"rows": 0.0, "t": t_start, "mb": 0.0, "mb_total": 0.0}
 
     def progress(entry):
-        mb_total[0] += entry["mb_read"]
+        last["mb_total"] += entry["mb_read"]
         if bar is None:
             return
         now = time.perf_counter()
         if now - last["t"] < 0.5 and not entry["exact"]:
             return
         rate = (entry["passes"] - last["rows"]) * n_rows / max(now - last["t"], 1e-9)
-        mbps = (sched_bytes(entry) - last["mb"]) / max(now - last["t"], 1e-9)
-        last.update(rows=entry["passes"], t=now, mb=sched_bytes(entry))
+        mbps = (last["mb_total"] - last["mb"]) / max(now - last["t"], 1e-9)
+        last.update(rows=entry["passes"], t=now, mb=last["mb_total"])
         gap = f"gap {entry['gap']:.2e}" if entry["exact"] else f"gap~{entry['gap']:.2e}"
         bar.set_postfix_str(f"{gap} primal {entry['primal']:.6g} dual {entry['dual']:.6g} "
                             f"active {entry['active']:,} {rate:,.0f} rows/s {mbps:.0f} MB/s",
