@@ -213,7 +213,11 @@ def _timed(fn, repeat: int, repeat_under: float):
 def _load_text(path, n_features, classes, task):
     from sklearn.datasets import load_svmlight_file
     X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float64)
-    return X.tocsr(), encode_labels(y, classes, task)
+    X = X.tocsr()
+    if X.nnz < 2**31 - 1:     # scikit-learn's liblinear wrapper wants 32-bit indices
+        X.indices = X.indices.astype(np.int32)
+        X.indptr = X.indptr.astype(np.int32)
+    return X, encode_labels(y, classes, task)
 
 
 # streamsvm ----------------------------------------------------------------------------------
@@ -459,10 +463,23 @@ def run_worker(spec_path: str) -> int:
     if out.arrays:
         np.savez(os.path.join(outdir, "weights.npz"), **out.arrays)
     result = {"status": status, "message": message, "t_start": t_start, "t_ready": out.t_ready,
-              "t_end": time.time(), "steps": out.steps, "extra": out.extra}
+              "t_end": time.time(), "vm_hwm_mb": _vm_hwm_mb(), "steps": out.steps,
+              "extra": out.extra}
     with open(os.path.join(outdir, "result.json"), "w") as f:
         json.dump(result, f, default=_json_default)
     return 0 if status != "error" else 1
+
+
+def _vm_hwm_mb():
+    """This process's peak RSS from /proc (a cross-check of the parent's rusage)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return None
 
 
 def _json_default(o):

@@ -15,9 +15,10 @@ Measures, in one run on the same files:
   line-aligned blocks (``streamsvm.io._source.iter_blocks``), (3) parse only
   (``streamsvm.io._parse.parse_block`` + the shift to 0-based indices, over blocks held in
   memory), (4) encode only (``streamsvm.io._writer.StoreWriter`` fed with pre-parsed blocks:
-  dtype casts, chunk statistics, zstd compression, shard writes, ``finish``), (5) ``convert()``
-  end to end.  The converter overlaps (2), (3) and (4) in three threads, so (5) is less than
-  the sum.
+  dtype casts, chunk statistics, zstd compression, shard writes, ``finish``; split into (4a)
+  the zarr shard writes and (4b) the rest), (5) ``convert()`` end to end, with the CPU seconds
+  of each of its threads (reader, parser, writer, zarr's event loop and codec threads).  The
+  converter overlaps (2), (3) and (4) in threads, so (5) is less than the sum.
 * **Variants**: several ``--chunk-rows``; ``.gz`` and ``.zst`` copies of each input (made here,
   fast levels); the read speed of each store afterwards (every chunk through
   ``streamsvm.open_store(url).read_chunk(i)``).

@@ -210,7 +210,9 @@ def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_by
             lo, hi = bounds.limits()
             parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line,
                                  min_index=lo, max_index=hi, sort_indices=sort_indices)
-        indices = parsed.indices if bounds.zero else parsed.indices - 1
+        indices = parsed.indices
+        if not bounds.zero:          # parse_block's arrays are fresh: shift in place
+            np.subtract(indices, 1, out=indices)
         crcs[blk.file_index] = blk.crc
         pos = {"file": blk.file_index, "offset": blk.end_offset, "line": blk.end_line,
                "crc": blk.crc, "crcs": list(crcs), "zero": bounds.zero}

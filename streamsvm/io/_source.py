@@ -76,23 +76,25 @@ class _ZstdReader:
         self._done = False
 
     def read(self, n: int) -> bytes:
-        while len(self._pending) < n and not self._done:
-            raw = self._raw.read(1 << 20)
+        parts, have = [self._pending], len(self._pending)
+        while have < n and not self._done:
+            raw = self._raw.read(1 << 22)
             if not raw:
                 if not self._dobj.eof and self._started:
                     raise EOFError("zstd stream ends in the middle of a frame")
                 self._done = True
                 break
             self._started = True
-            out = []
             while raw:
-                out.append(self._dobj.decompress(raw))
+                out = self._dobj.decompress(raw)
+                parts.append(out)
+                have += len(out)
                 raw = self._dobj.unused_data if self._dobj.eof else b""
                 if raw:
                     self._dobj = self._zstd.ZstdDecompressor().decompressobj()
-            self._pending += b"".join(out)
-        data, self._pending = self._pending[:n], self._pending[n:]
-        return data
+        buf = b"".join(parts)            # one join per read, not one per piece
+        self._pending = buf[n:]
+        return buf[:n]
 
     _started = False
 

@@ -378,9 +378,9 @@ class _Run:
     def _slab_sweep(self, pg):
         sl = self.slab
         act = np.flatnonzero(sl.active.any(axis=1)).astype(np.int64)
-        if len(act) == 0:
+        if len(act) == 0:      # everything shrunk: un-shrink; the next sweep streams all rows
             self._unshrink()
-            act = np.arange(len(sl.rows), dtype=np.int64)
+            return
         order = act[self.sched.rng(self.n_iter, 1).permutation(len(act))]
         slots = np.zeros(len(order), dtype=np.int64)
         t = (sl.indptr, sl.indptr)

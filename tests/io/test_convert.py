@@ -239,3 +239,16 @@ def test_store_pickles_and_reads(tmp_path):
     np.testing.assert_array_equal(c0.indices, c1.indices)
     np.testing.assert_array_equal(c0.y, c1.y)
     assert c1.row_start == 200 and c1.id == 2
+
+
+@pytest.mark.parametrize("n_ones_rows", [2, 300_000])
+def test_values_after_a_run_of_ones_are_back_filled(n_ones_rows, tmp_path):
+    """data is not written while every value is 1; a later value back-fills the ones
+    (across shard boundaries for the large case)."""
+    lines = "".join(f"{1 if i % 2 else -1} 1:1 2:1 5:1 9:1\n" for i in range(n_ones_rows))
+    p = _write(tmp_path / "t.svm", lines + "1 1:2.5 3:1\n-1 4:1\n")
+    store = convert(p, str(tmp_path / "s.zarr"), chunk_rows=65536)
+    assert not store.binary_values
+    X, y = store_to_csr(store)
+    ref, _ = _reference(p)
+    assert_csr_equal(X, ref.astype(np.float32))

@@ -1,0 +1,1147 @@
+#!/usr/bin/env python
+"""Solver benchmark: every streamsvm solver against LIBLINEAR, scikit-learn and Vowpal Wabbit.
+
+One run measures a matrix of (data set × method × C × loss) on the same data, and writes a JSON
+results file, Markdown tables and PNG plots::
+
+    python tools/bench.py --suite quick          # < 10 min on 2 cores
+    python tools/bench.py --suite dcd            # issue 3: dcd vs LIBLINEAR, out of core on a 2 GB store
+    python tools/bench.py --suite full           # everything (hours)
+    python tools/bench.py --io-baseline STORE    # time to read + decompress a store once
+    python tools/bench.py --render bench-out/quick/results.json   # tables and plots again
+
+Methods
+    * every solver in ``streamsvm.solvers.SOLVERS`` (the registry, not a list kept here), trained
+      by ``streamsvm.estimators.train`` with C, loss, tol, max_passes and bias = 1; a solver
+      that rejects those parameters (``InvalidParameterError``) is reported "unsupported";
+    * LIBLINEAR (``liblinear-official``): ``-s 3`` (hinge, dual CD), ``-s 1`` (squared hinge,
+      dual CD), ``-s 2`` (squared hinge, primal Newton) with ``-B 1`` and a ladder of ``-e``
+      (each step a separate fit; the default ``-e`` is the headline, and "to 1e-3" is the first
+      step whose objective is within 1e-3 of the best known); ``-s 4`` (Crammer–Singer) on
+      multiclass data, accuracy and time only (another objective);
+    * scikit-learn ``LinearSVC`` (liblinear inside, ``intercept_scaling=1``: the same objective)
+      and ``SGDClassifier(loss="hinge")`` trained by ``partial_fit`` over the store's chunks for
+      a number of epochs, ``alpha = 1/(C·n)`` (sklearn minimizes (1/n)Σ loss + α/2‖w‖²; times
+      C·n this is our objective, except that sklearn does not regularize its intercept — the
+      objective here is still evaluated with ½b², b = intercept, since B = 1);
+    * Vowpal Wabbit (``vowpalwabbit``): ``--loss_function hinge --l2 λ`` with ``λ = 1/(C·n)``
+      (VW's per-example objective loss_i + λ/2‖w‖² averaged over n, times C·n), ``--passes P``
+      from a binary cache (``--cache_file``, made once before timing), ``--holdout_off``;
+      weights read from ``--readable_model`` (times VW's ``l2_state`` contraction) and graded
+      like everybody else; multiclass (``--oaa k``): accuracy only.
+
+Per run: fit seconds (in-process, around the fitting call only; median of up to ``--repeat``
+fits when the first takes less than ``--repeat-under`` s), whole-process seconds (streamsvm: the
+``streamsvm train`` CLI measured from spawn to exit; the others: the worker's start-up + data
+loading + the fit), peak RSS of that process (``wait4`` rusage), passes over the data, the
+primal objective ``Σ_c ½‖w_c‖² + ½b_c² + C Σ loss`` computed here from each method's weights
+on the same data (``tools/_bench_eval.py``), its relative gap to the best objective found for
+(data set, C, loss), train and test accuracy. Curves of the relative objective gap against
+passes and seconds: streamsvm re-run with ``max_passes`` = 1, 2, 4, ... (true objective of each
+returned model) on data that fits in memory, or the solver's own certificate per sweep
+(callback; approximate primal, exact at the marked checks) out of core; LIBLINEAR's ``-e``
+ladder; SGD after every epoch; VW over its ``--passes`` ladder.
+
+Every number in the tables and plots comes from the JSON this script writes; the JSON also holds
+seeds, package versions, CPU model and core count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from tools._bench_eval import (ObjectiveAccumulator, best_objective, first_within,  # noqa: E402
+                               rel_gap)
+
+__all__ = ["SUITES", "SCHEMA", "main", "plan_methods", "solver_supported", "streamsvm_solvers",
+           "finalize_groups", "validate_results", "run_child", "io_baseline", "maxrss_bytes",
+           "dataset_spec", "libsvm_to_vw", "split_tail"]
+
+SCHEMA = "streamsvm-bench/1"
+MB = 1e6
+SHARED = os.environ.get("STREAMSVM_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
+TARGET_GAP = 1e-3
+
+#: The real data sets in ../shared/datasets (train file, test file or None).
+REAL = {
+    "a9a": ("a9a/a9a", "a9a/a9a.t"),
+    "mushrooms": ("mushrooms/mushrooms", None),
+    "dna": ("dna/dna.scale", "dna/dna.scale.t"),
+    "letter": ("letter/letter.scale", "letter/letter.scale.t"),
+    "pendigits": ("pendigits/pendigits", "pendigits/pendigits.t"),
+    "usps": ("usps/usps.t", None),
+    "vowel": ("vowel/vowel.scale", None),
+}
+#: Shape of the synthetic data (tools/make_synthetic.py): ~24.5 non-zeros per row after
+#: de-duplication, so 10^7 rows decode to ~2.1 GB (int32 indices + float32 values).
+SYNTH = dict(features=100_000, nnz_per_row=30, classes=2, noise=0.05, zipf=1.1, seed=0)
+SYNTH_TEST_ROWS = 20_000
+
+SUITES = {
+    "quick": dict(
+        datasets=list(REAL) + ["synth-1e5"], Cs=[1.0],
+        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge"],
+        methods=None, repeat=3, repeat_under=2.0, tol=1e-3, max_passes=200,
+        eps_dual=[0.1, 0.01, 0.001, 1e-4], eps_primal=[0.1, 0.01, 0.001, 1e-4],
+        sgd_epochs=10, vw_passes=[1, 2, 4, 8, 16], reference_tol=1e-5, ladder_budget=15.0,
+        timeout=300, ooc_rows=None),
+    "full": dict(
+        datasets=list(REAL) + ["synth-1e5", "synth-1e6", "synth-1e7"], Cs=[0.1, 1.0, 10.0],
+        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge"],
+        methods=None, repeat=3, repeat_under=2.0, tol=1e-3, max_passes=500,
+        eps_dual=[0.1, 0.01, 0.001, 1e-4, 1e-5], eps_primal=[0.1, 0.01, 0.001, 1e-4, 1e-5],
+        sgd_epochs=20, vw_passes=[1, 2, 4, 8, 16, 32], reference_tol=1e-5, ladder_budget=600.0,
+        timeout=7200, ooc_rows=10**7),
+    "dcd": dict(
+        datasets=["a9a", "mushrooms", "synth-1e7"], Cs=[1.0],
+        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge"],
+        methods=["streamsvm-dcd", "liblinear-s3", "liblinear-s1", "sklearn-sgd", "vw"],
+        repeat=3, repeat_under=2.0, tol=1e-3, max_passes=200,
+        eps_dual=[0.1, 0.01, 0.001, 1e-4, 1e-5], eps_primal=[0.1, 0.01, 0.001, 1e-4],
+        sgd_epochs=10, vw_passes=[1, 2, 4, 8, 16], reference_tol=1e-6, ladder_budget=60.0,
+        timeout=3600, ooc_rows=10**7, ooc_losses=["hinge"]),
+}
+#: Out-of-core settings (data sets with at least ``ooc_rows`` rows).
+OOC = dict(budget_fraction=0.125, sgd_epochs=3, vw_passes=[1, 3], repeat=1)
+
+IN_MEMORY_METHODS = ("liblinear", "linearsvc")
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# =============================================================================================
+# machine, versions
+# =============================================================================================
+
+def _version(dist: str):
+    from importlib import metadata
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def maxrss_bytes(ru_maxrss: int, system: str | None = None) -> int:
+    """``ru_maxrss`` in bytes (Linux reports KiB, macOS bytes)."""
+    return int(ru_maxrss) * (1 if (system or platform.system()) == "Darwin" else 1024)
+
+
+def machine_info() -> dict:
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import psutil
+        mem = psutil.virtual_memory().total
+        physical = psutil.cpu_count(logical=False)
+    except Exception:  # noqa: BLE001
+        mem = physical = None
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {"cpu_model": cpu or platform.processor() or None, "cpu_count": os.cpu_count(),
+            "cpu_physical": physical, "cpus_usable": usable, "memory_bytes": mem,
+            "platform": platform.platform(), "python": platform.python_version(),
+            "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+
+
+def versions() -> dict:
+    out = {d: _version(d) for d in ("streamsvm", "numpy", "scipy", "numba", "zarr", "numcodecs",
+                                    "scikit-learn", "liblinear-official", "vowpalwabbit",
+                                    "matplotlib", "psutil", "fsspec")}
+    try:
+        import vowpalwabbit  # noqa: F401
+        out["vowpalwabbit_importable"] = True
+    except Exception as exc:  # noqa: BLE001
+        out["vowpalwabbit_importable"] = f"{type(exc).__name__}: {exc}"
+    out["commit"] = _commit()
+    return out
+
+
+def _commit():
+    """The checked-out commit, read from .git (no git command is run)."""
+    try:
+        with open(os.path.join(ROOT, ".git", "HEAD")) as f:
+            head = f.read().strip()
+        if head.startswith("ref: "):
+            ref = os.path.join(ROOT, ".git", head[5:])
+            if os.path.exists(ref):
+                with open(ref) as f:
+                    return f.read().strip()
+            with open(os.path.join(ROOT, ".git", "packed-refs")) as f:
+                for line in f:
+                    if line.strip().endswith(head[5:]):
+                        return line.split()[0]
+            return None
+        return head
+    except OSError:
+        return None
+
+
+# =============================================================================================
+# child processes
+# =============================================================================================
+
+#: A tiny parent for every measured process: a child's ``ru_maxrss`` also counts the memory
+#: of the process it was forked from before ``exec`` (Linux keeps the old mm's high-water
+#: mark), so children are started from this small interpreter, not from the harness, and
+#: it reports ``RUSAGE_CHILDREN`` (its only child) and the child's wall time.
+_WRAPPER = r"""
+import os, sys, json, time, resource, subprocess
+report, argv = sys.argv[1], sys.argv[2:]
+t_spawn = time.time()
+t0 = time.perf_counter()
+rc = subprocess.call(argv)
+wall = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(report, "w") as f:
+    json.dump({"rc": rc, "wall_s": wall, "t_spawn": t_spawn, "ru_maxrss": ru.ru_maxrss,
+               "user_s": ru.ru_utime, "sys_s": ru.ru_stime}, f)
+"""
+
+
+def run_child(argv, *, timeout: float, stdout_path: str, stderr_path: str, cwd=ROOT,
+              env=None) -> dict:
+    """Run ``argv`` (through :data:`_WRAPPER`); return its wall time, exit code, own peak RSS."""
+    import signal
+    env = dict(os.environ if env is None else env)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    report = stdout_path + ".rusage.json"
+    if os.path.exists(report):
+        os.remove(report)
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-S", "-c", _WRAPPER, report, *argv],
+                                stdout=out, stderr=err, cwd=cwd, env=env,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:       # the wrapper and the measured child: one process group we started
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+    try:
+        with open(report) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        return {"rc": proc.returncode, "wall_s": None, "t_spawn": None, "peak_rss_mb": None,
+                "user_s": None, "sys_s": None, "timed_out": timed_out}
+    return {"rc": r["rc"], "wall_s": r["wall_s"], "t_spawn": r["t_spawn"],
+            "peak_rss_mb": maxrss_bytes(r["ru_maxrss"]) / MB, "user_s": r["user_s"],
+            "sys_s": r["sys_s"], "timed_out": timed_out}
+
+
+def _tail(path: str, n: int = 1500) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# =============================================================================================
+# data
+# =============================================================================================
+
+def synth_rows(name: str) -> int | None:
+    """Rows of a synthetic data set name ``synth-1e6`` / ``synth-250000``; None if not one."""
+    if not name.startswith("synth-"):
+        return None
+    return int(float(name[len("synth-"):]))
+
+
+def dataset_spec(name: str, cfg: dict) -> dict:
+    """Static description of a data set (paths are filled in by :func:`prepare_dataset`)."""
+    rows = synth_rows(name)
+    if rows is not None:
+        ooc = cfg.get("ooc_rows") is not None and rows >= cfg["ooc_rows"]
+        return {"name": name, "kind": "synthetic", "rows": rows, "ooc": ooc,
+                "synthetic": dict(SYNTH, nnz_per_row=cfg.get("synthetic_nnz", SYNTH["nnz_per_row"]),
+                                  test_rows=SYNTH_TEST_ROWS)}
+    if name not in REAL:
+        raise SystemExit(f"bench.py: unknown data set {name!r}; known: {', '.join(REAL)}, "
+                         f"synth-<rows>")
+    train, test = REAL[name]
+    base = os.path.join(SHARED, "datasets")
+    return {"name": name, "kind": "real", "ooc": False,
+            "train_text": os.path.join(base, train),
+            "test_text": os.path.join(base, test) if test else None}
+
+
+def split_tail(path: str, n_tail: int, tail_path: str) -> int:
+    """Move the last ``n_tail`` lines of ``path`` into ``tail_path`` (truncating ``path``).
+
+    Returns the byte offset where the tail started.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        pos, count, block = size, 0, 1 << 20
+        # the file ends with '\n': the (n_tail + 1)-th newline from the end starts the tail
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            buf = f.read(step)
+            for i in range(len(buf) - 1, -1, -1):
+                if buf[i] == 10:
+                    count += 1
+                    if count == n_tail + 1:
+                        start = pos + i + 1
+                        break
+            else:
+                continue
+            break
+        else:
+            start = 0
+        f.seek(start)
+        with open(tail_path + ".partial", "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 22)
+    os.replace(tail_path + ".partial", tail_path)
+    os.truncate(path, start)
+    return start
+
+
+def libsvm_to_vw(src: str, dst: str, classes, task: str, shuffle_seed=None,
+                 max_shuffle_bytes: int = 1 << 29) -> int:
+    """Write VW text: ``label | idx:val ...`` (1-based libsvm indices as VW feature names).
+
+    Binary labels become ``1`` (the larger original label) and ``-1``; multiclass labels the
+    class index + 1 (``--oaa``). Files under ``max_shuffle_bytes`` are shuffled with
+    ``shuffle_seed`` (the store is shuffled at conversion; VW and SGD learn online, so they
+    should not see a sorted file); larger files (the synthetic ones, i.i.d. rows) keep their
+    order. Returns the number of rows written.
+    """
+    keys = {}
+    for i, c in enumerate(classes):
+        lab = ("1" if i == len(classes) - 1 else "-1") if task == "binary" else str(i + 1)
+        keys[float(c)] = lab.encode()
+    shuffle = shuffle_seed is not None and os.path.getsize(src) <= max_shuffle_bytes
+    n = 0
+    with open(src, "rb") as f, open(dst + ".partial", "wb") as out:
+        if shuffle:
+            lines = [ln for ln in f.read().split(b"\n") if ln.strip()]
+            random.Random(shuffle_seed).shuffle(lines)
+            it = iter(lines)
+        else:
+            it = (ln.rstrip(b"\n") for ln in f)
+        buf = []
+        for line in it:
+            if not line.strip():
+                continue
+            head, _, rest = line.partition(b" ")
+            buf.append(keys[float(head)] + b" | " + rest.strip())
+            n += 1
+            if len(buf) >= 65536:
+                out.write(b"\n".join(buf) + b"\n")
+                buf.clear()
+        if buf:
+            out.write(b"\n".join(buf) + b"\n")
+    os.replace(dst + ".partial", dst)
+    return n
+
+
+def prepare_dataset(spec: dict, work: str, *, need_vw: bool) -> dict:
+    """Make (or reuse) the store, the text files and the VW copies of one data set."""
+    import streamsvm as ss
+    from streamsvm.io._store import read_meta
+    name = spec["name"]
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    ds = dict(spec)
+    prep = {}
+    if spec["kind"] == "synthetic":
+        from tools.make_synthetic import make_synthetic
+        sy = spec["synthetic"]
+        tag = f"r{spec['rows']}_f{sy['features']}_k{sy['nnz_per_row']}_s{sy['seed']}"
+        ds["train_text"] = os.path.join(d, f"train_{tag}.svm")
+        ds["test_text"] = os.path.join(d, f"test_{tag}.svm")
+        if not (os.path.exists(ds["train_text"]) and os.path.exists(ds["test_text"])):
+            log(f"{name}: generating {spec['rows'] + sy['test_rows']:,} rows")
+            t0 = time.perf_counter()
+            make_synthetic(ds["train_text"], rows=spec["rows"] + sy["test_rows"],
+                           features=sy["features"], nnz_per_row=sy["nnz_per_row"],
+                           classes=sy["classes"], noise=sy["noise"], zipf=sy["zipf"],
+                           seed=sy["seed"], progress=False)
+            split_tail(ds["train_text"], sy["test_rows"], ds["test_text"])
+            prep["generate_s"] = time.perf_counter() - t0
+        n_features, dtype = sy["features"], "float32"
+        chunk_rows = 65536
+    else:
+        n_features, dtype = None, "float64"
+        chunk_rows = 4096
+    store_path = os.path.join(d, "train.zarr")
+    meta = read_meta(store_path) if os.path.exists(store_path) else None
+    src_size = os.path.getsize(ds["train_text"])
+    ok = (meta is not None and meta.get("complete")
+          and meta.get("source", {}).get("files", [{}])[0].get("size") == src_size
+          and meta.get("chunk_rows") == chunk_rows)
+    if not ok:
+        log(f"{name}: converting {src_size / MB:,.1f} MB of text (--shuffle)")
+        t0 = time.perf_counter()
+        scratch = os.path.join(d, "shuffle-scratch")
+        os.makedirs(scratch, exist_ok=True)      # convert() does not create it
+        ss.convert([ds["train_text"]], store_path, chunk_rows=chunk_rows, shuffle=True, seed=0,
+                   n_features=n_features, dtype=dtype, overwrite=True,
+                   scratch_dir=scratch)
+        prep["convert_s"] = time.perf_counter() - t0
+        shutil.rmtree(scratch, ignore_errors=True)
+    store = ss.open_store(store_path)
+    info = store.info()
+    ds.update(store=store_path, n_rows=store.n_rows, n_features=store.n_features,
+              nnz=store.nnz, task=store.task, classes=[float(c) for c in store.classes],
+              chunk_rows=store.chunk_rows, n_chunks=store.n_chunks, dtype=str(store.dtype),
+              store_bytes_on_disk=info["bytes_on_disk"], decoded_bytes=info["bytes_uncompressed"],
+              text_bytes=src_size, prep=prep)
+    if need_vw:
+        ds["vw_train"] = os.path.join(d, "train.vw")
+        if not os.path.exists(ds["vw_train"]):
+            t0 = time.perf_counter()
+            libsvm_to_vw(ds["train_text"], ds["vw_train"], ds["classes"], ds["task"],
+                         shuffle_seed=0)
+            prep["vw_text_s"] = time.perf_counter() - t0
+        if ds["task"] == "multiclass" and ds.get("test_text"):
+            ds["vw_test"] = os.path.join(d, "test.vw")
+            if not os.path.exists(ds["vw_test"]):
+                libsvm_to_vw(ds["test_text"], ds["vw_test"], ds["classes"], ds["task"])
+    return ds
+
+
+class Evaluator:
+    """Grades weights on one data set: objective and accuracy on train, accuracy on test.
+
+    Data that fit in memory are loaded once (train from the store — the exact values every
+    method saw — test from its libsvm file); out-of-core stores are streamed chunk by chunk,
+    all weights of one run in the same pass.
+    """
+
+    def __init__(self, ds: dict):
+        import numpy as np
+        import scipy.sparse as sp
+        import streamsvm as ss
+        self.ds = ds
+        self.store = ss.open_store(ds["store"])
+        self.task = ds["task"]
+        self.k = 1 if self.task == "binary" else len(ds["classes"])
+        self.train = None
+        if not ds.get("ooc"):
+            parts = list(self._chunks())
+            self.train = (sp.vstack([p[0] for p in parts]).tocsr(),
+                          np.concatenate([p[1] for p in parts]))
+        self.test = None
+        if ds.get("test_text"):
+            self.test = self._load_test(ds["test_text"])
+
+    def _chunks(self):
+        import scipy.sparse as sp
+        d = self.store.n_features
+        for ch in self.store.iter_chunks():
+            X = sp.csr_matrix((ch.data.astype("float64"), ch.indices, ch.indptr),
+                              shape=(ch.n_rows, d))
+            yield X, ch.y
+
+    def _load_test(self, path):
+        import numpy as np
+        from sklearn.datasets import load_svmlight_file
+        X, y = load_svmlight_file(path, dtype=np.float64)
+        classes = np.asarray(self.ds["classes"])
+        if self.task == "binary":
+            yy = np.where(y == classes[-1], 1.0, -1.0)
+        else:
+            idx = np.searchsorted(classes, y)
+            known = (idx < len(classes)) & (classes[np.minimum(idx, len(classes) - 1)] == y)
+            yy = np.where(known, idx, -1)      # unknown test labels count as errors
+        return X.tocsr(), yy
+
+    def evaluate(self, weights: list, C: float, loss: str | None) -> list[dict]:
+        """``weights``: list of (W, b); returns [{primal, train_accuracy, test_accuracy}]."""
+        accs = [ObjectiveAccumulator(W, b, C=C, loss=loss, task=self.task) for W, b in weights]
+        if self.train is not None:
+            for a in accs:
+                a.add(*self.train)
+        else:
+            for X, y in self._chunks():
+                for a in accs:
+                    a.add(X, y)
+        out = []
+        for (W, b), a in zip(weights, accs):
+            r = {"primal": a.primal, "train_accuracy": a.accuracy, "test_accuracy": None}
+            if self.test is not None:
+                t = ObjectiveAccumulator(W, b, C=C, loss=None, task=self.task)
+                t.add(*self.test)
+                r["test_accuracy"] = t.accuracy
+            out.append(r)
+        return out
+
+
+# =============================================================================================
+# methods
+# =============================================================================================
+
+def streamsvm_solvers() -> list[str]:
+    """Names of every registered streamsvm solver (the registry decides, not this file)."""
+    from streamsvm.solvers import SOLVERS
+    return sorted(SOLVERS)
+
+
+def solver_supported(name: str, *, C: float, loss: str, tol: float, max_passes: float):
+    """(True, None) if solver ``name`` accepts the common parameters, else (False, why)."""
+    from streamsvm.exceptions import InvalidParameterError
+    from streamsvm.solvers import SOLVERS
+    try:
+        SOLVERS[name](C=C, loss=loss, tol=tol, max_passes=max_passes, bias=1.0)
+    except (InvalidParameterError, TypeError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, None
+
+
+def plan_methods(task: str, loss: str, *, ooc: bool, solvers=None) -> list[dict]:
+    """The methods run for one (task, loss), in table order.
+
+    Each entry: ``id``, ``label``, ``kind`` (worker function), ``family`` and the method's
+    settings. In-memory methods on an out-of-core data set are planned with ``skip``.
+    """
+    solvers = streamsvm_solvers() if solvers is None else solvers
+    out = [{"id": f"streamsvm-{s}", "label": f"streamsvm {s}", "kind": "streamsvm",
+            "family": "streamsvm", "solver": s} for s in solvers]
+    if loss == "hinge":
+        out.append({"id": "liblinear-s3", "label": "LIBLINEAR -s 3", "kind": "liblinear",
+                    "family": "liblinear", "s": 3})
+    else:
+        out.append({"id": "liblinear-s1", "label": "LIBLINEAR -s 1", "kind": "liblinear",
+                    "family": "liblinear", "s": 1})
+        out.append({"id": "liblinear-s2", "label": "LIBLINEAR -s 2", "kind": "liblinear",
+                    "family": "liblinear", "s": 2})
+    if task == "multiclass" and loss == "hinge":
+        out.append({"id": "liblinear-s4", "label": "LIBLINEAR -s 4 (Crammer–Singer)",
+                    "kind": "liblinear", "family": "liblinear", "s": 4,
+                    "objective": None})
+    out.append({"id": "sklearn-linearsvc", "label": "sklearn LinearSVC", "kind": "linearsvc",
+                "family": "sklearn"})
+    if loss == "hinge":
+        out.append({"id": "sklearn-sgd", "label": "sklearn SGD (partial_fit)", "kind": "sgd",
+                    "family": "sklearn"})
+        out.append({"id": "vw", "label": "Vowpal Wabbit", "kind": "vw", "family": "vw",
+                    **({"objective": None} if task == "multiclass" else {})})
+    for m in out:
+        if ooc and m["kind"] in IN_MEMORY_METHODS:
+            m["skip"] = "needs the whole data set in memory (out-of-core data set)"
+    return out
+
+
+def _select(methods: list[dict], patterns) -> list[dict]:
+    if not patterns:
+        return methods
+    return [m for m in methods if any(p == m["id"] or p in m["id"] for p in patterns)]
+
+
+def build_spec(m: dict, ds: dict, C: float, loss: str, cfg: dict, outdir: str) -> dict:
+    ooc = ds.get("ooc", False)
+    spec = {"kind": m["kind"], "method": m["id"], "C": C, "loss": loss, "seed": cfg["seed"],
+            "outdir": outdir, "repeat": OOC["repeat"] if ooc else cfg["repeat"],
+            "repeat_under": cfg["repeat_under"],
+            "dataset": {k: ds.get(k) for k in ("name", "store", "train_text", "test_text",
+                                               "vw_train", "vw_test", "n_rows", "n_features",
+                                               "task", "classes", "ooc")}}
+    if m["kind"] == "streamsvm":
+        spec.update(solver=m["solver"], tol=cfg["tol"], max_passes=cfg["max_passes"],
+                    memory=ds.get("budget", cfg["memory"]),
+                    curve="callback" if ooc else "rerun",
+                    reference_tol=None if ooc else cfg["reference_tol"])
+    elif m["kind"] == "liblinear":
+        s = m["s"]
+        if s == 4:
+            spec.update(s=4, eps=[0.1], default_eps=0.1)
+        else:
+            ladder = cfg["eps_primal"] if s == 2 else cfg["eps_dual"]
+            spec.update(s=s, eps=ladder, default_eps=0.01 if s == 2 else 0.1,
+                        ladder_budget=cfg["ladder_budget"])
+    elif m["kind"] == "linearsvc":
+        spec.update(tol=1e-4, max_iter=1000)
+    elif m["kind"] == "sgd":
+        spec.update(epochs=OOC["sgd_epochs"] if ooc else cfg["sgd_epochs"])
+    elif m["kind"] == "vw":
+        spec.update(passes=OOC["vw_passes"] if ooc else cfg["vw_passes"],
+                    workdir=os.path.join(outdir, "vw"))
+    return spec
+
+
+def run_method(m: dict, ds: dict, C: float, loss: str, cfg: dict, evaluator: Evaluator) -> dict:
+    """Spawn the worker for one method, grade its weights, return the run record."""
+    import numpy as np
+    outdir = os.path.join(cfg["out"], "runs", ds["name"], f"C{C:g}", loss, m["id"])
+    os.makedirs(outdir, exist_ok=True)
+    objective_loss = m.get("objective", loss)
+    run = {"dataset": ds["name"], "task": ds["task"], "C": C,
+           "loss": loss if m["id"] != "liblinear-s4" else "crammer_singer",
+           "objective_loss": objective_loss, "method": m["id"], "label": m["label"],
+           "family": m["family"], "status": None, "message": None, "steps": [],
+           "outdir": os.path.relpath(outdir, cfg["out"])}
+    if m.get("skip"):
+        run.update(status="skipped", message=m["skip"])
+        return run
+    if m["kind"] == "streamsvm":
+        ok, why = solver_supported(m["solver"], C=C, loss=loss, tol=cfg["tol"],
+                                   max_passes=cfg["max_passes"])
+        if not ok:
+            run.update(status="unsupported", message=why)
+            return run
+    spec = build_spec(m, ds, C, loss, cfg, outdir)
+    run["spec"] = {k: v for k, v in spec.items() if k not in ("dataset", "outdir")}
+    spec_path = os.path.join(outdir, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=1)
+    for name in ("result.json", "weights.npz"):
+        if os.path.exists(os.path.join(outdir, name)):
+            os.remove(os.path.join(outdir, name))
+    child = run_child([sys.executable, os.path.abspath(__file__), "--worker", spec_path],
+                      timeout=cfg["timeout"], stdout_path=os.path.join(outdir, "stdout.txt"),
+                      stderr_path=os.path.join(outdir, "stderr.txt"))
+    run["child"] = child
+    res_path = os.path.join(outdir, "result.json")
+    if not os.path.exists(res_path):
+        run.update(status="timeout" if child["timed_out"] else "error",
+                   message=("killed after %.0f s" % cfg["timeout"]) if child["timed_out"]
+                   else _tail(os.path.join(outdir, "stderr.txt"), 800))
+        return run
+    with open(res_path) as f:
+        res = json.load(f)
+    run.update(status=res["status"], message=res["message"], extra=res.get("extra", {}))
+    history = run["extra"].pop("history", None)
+    if history is not None:
+        run["history"] = history
+    child["vm_hwm_mb"] = res.get("vm_hwm_mb")
+    if res.get("t_ready") and child.get("t_spawn"):
+        child["startup_s"] = res["t_ready"] - child["t_spawn"]
+    steps = res["steps"]
+    weights = []
+    if steps and any(s.get("weights") for s in steps):
+        with np.load(os.path.join(outdir, "weights.npz")) as z:
+            for s in steps:
+                if s.get("weights"):
+                    weights.append((s, (z[s["weights"] + ".W"], z[s["weights"] + ".b"])))
+    if weights:
+        t0 = time.perf_counter()
+        graded = evaluator.evaluate([w for _, w in weights], C, objective_loss)
+        run["eval_seconds"] = time.perf_counter() - t0
+        for (s, _), g in zip(weights, graded):
+            s.update({k: v for k, v in g.items() if not (k == "primal" and v is None)})
+    run["steps"] = steps
+    if m["kind"] == "streamsvm" and res["status"] == "ok" and cfg.get("cli", True):
+        run["cli"] = run_cli(m["solver"], ds, C, loss, cfg, outdir)
+    return run
+
+
+def run_cli(solver: str, ds: dict, C: float, loss: str, cfg: dict, outdir: str) -> dict:
+    """The user's path: ``streamsvm train`` in a fresh process (whole-process time, peak RSS)."""
+    model = os.path.join(outdir, "cli-model.json")
+    argv = [sys.executable, "-m", "streamsvm.cli", "train", ds["store"], "-o", model, "--json",
+            "-q", "--solver", solver, "-C", repr(C), "--loss", loss, "--tol", repr(cfg["tol"]),
+            "--max-passes", repr(cfg["max_passes"]),
+            "--memory", str(ds.get("budget", cfg["memory"])), "--seed", str(cfg["seed"])]
+    child = run_child(argv, timeout=cfg["timeout"], stdout_path=os.path.join(outdir, "cli.out"),
+                      stderr_path=os.path.join(outdir, "cli.err"))
+    out = {"argv": " ".join(shlex.quote(a) for a in argv[1:]), **child}
+    try:
+        with open(os.path.join(outdir, "cli.out")) as f:
+            lines = [ln for ln in f.read().splitlines() if ln.startswith("{")]
+        out["summary"] = json.loads(lines[-1])
+    except (OSError, IndexError, ValueError):
+        out["error"] = _tail(os.path.join(outdir, "cli.err"), 800)
+    if os.path.exists(model):
+        os.remove(model)
+    return out
+
+
+# =============================================================================================
+# best objective, gaps, headline numbers
+# =============================================================================================
+
+def group_key(run: dict) -> tuple:
+    return (run["dataset"], float(run["C"]), run["loss"])
+
+
+def _headline_index(run: dict):
+    steps = run.get("steps") or []
+    for i, s in enumerate(steps):
+        if s.get("role") == "headline":
+            return i
+    for i, s in enumerate(steps):
+        if s.get("default"):
+            return i
+    return 0 if steps else None
+
+
+def finalize_groups(runs: list[dict], target: float = TARGET_GAP) -> dict:
+    """Best objective per (data set, C, loss); gaps of every step; headline fields of every run.
+
+    Returns ``{"dataset|C|loss": {"best_primal", "best_by", "best_dual", "best_dual_by",
+    "certified_gap"}}`` where ``certified_gap = (best_primal − best_dual) / best_primal`` bounds
+    how far the best objective found can be from the true optimum (the dual of a streamsvm run
+    is a lower bound).
+    """
+    groups: dict[tuple, list] = {}
+    for r in runs:
+        groups.setdefault(group_key(r), []).append(r)
+    best = {}
+    for key, rs in groups.items():
+        cands, duals = [], []
+        for r in rs:
+            for s in r.get("steps", []):
+                if s.get("primal") is not None and r.get("objective_loss") is not None:
+                    cands.append((s["primal"], f"{r['method']} {s.get('label', '')}".strip()))
+                if s.get("solver_dual") is not None:
+                    duals.append((s["solver_dual"], f"{r['method']} {s.get('label', '')}".strip()))
+        p = best_objective([c[0] for c in cands])
+        entry = {"best_primal": p, "best_by": None, "best_dual": None, "best_dual_by": None,
+                 "certified_gap": None}
+        if p is not None:
+            entry["best_by"] = next(c[1] for c in cands if c[0] == p)
+        if duals:
+            dmax = max(duals)
+            entry["best_dual"], entry["best_dual_by"] = dmax
+            if p:
+                entry["certified_gap"] = (p - dmax[0]) / abs(p)
+        best["|".join(map(str, key))] = entry
+        for r in rs:
+            for s in r.get("steps", []):
+                s["rel_gap"] = rel_gap(s.get("primal"), p)
+            _headline(r, target)
+    return best
+
+
+def _headline(run: dict, target: float) -> None:
+    i = _headline_index(run)
+    run["headline"] = i
+    fields = ("fit_seconds", "passes", "passes_kind", "primal", "rel_gap", "train_accuracy",
+              "test_accuracy", "converged", "certificate")
+    if i is None:
+        for k in fields + ("process_seconds", "process_kind", "peak_rss_mb"):
+            run.setdefault(k, None)
+        return
+    s = run["steps"][i]
+    for k in fields:
+        run[k] = s.get(k)
+    child = run.get("child") or {}
+    cli = run.get("cli") or {}
+    if cli.get("summary") and cli.get("rc") == 0:
+        run["process_seconds"], run["process_kind"] = cli["wall_s"], "measured (CLI)"
+        run["peak_rss_mb"] = cli["peak_rss_mb"]
+    else:
+        st = child.get("startup_s")
+        run["process_seconds"] = (st + s["fit_seconds"]) if (st is not None and
+                                                             s.get("fit_seconds") is not None) else None
+        run["process_kind"] = "start-up + load + fit"
+        run["peak_rss_mb"] = child.get("peak_rss_mb")
+    ladder = [x for x in run["steps"] if x.get("role") == "ladder"]
+    if ladder and run.get("objective_loss") is not None:
+        hit = first_within(ladder, target)
+        run["to_target"] = None if hit is None else {
+            k: hit.get(k) for k in ("label", "param", "fit_seconds", "passes", "passes_kind",
+                                    "primal", "rel_gap", "train_accuracy", "test_accuracy")}
+        if hit is not None and child.get("startup_s") is not None:
+            run["to_target"]["process_seconds"] = child["startup_s"] + hit["fit_seconds"]
+
+
+# =============================================================================================
+# I/O floor
+# =============================================================================================
+
+def io_baseline(store_url: str, repeat: int = 3, block_rows=None) -> dict:
+    """Time to read and decompress every chunk once: a plain ``read_chunk`` loop, and a
+    scheduler pass with read-ahead and no compute (what a solver pass costs at best)."""
+    import streamsvm as ss
+    from streamsvm.schedule import PassScheduler
+    store = ss.open_store(store_url)
+    n = store.n_rows
+    if block_rows is None:      # the default of streamsvm.estimators.train
+        block_rows = int(min(store.chunk_rows, max(256, -(-n // 512))))
+    loop, sched_t, nbytes = [], [], 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        nbytes = 0
+        for i in range(store.n_chunks):
+            nbytes += store.read_chunk(i).nbytes
+        loop.append(time.perf_counter() - t0)
+        sched = PassScheduler(store, memory=0, block_rows=block_rows, prefetch=2)
+        t0 = time.perf_counter()
+        sched.map_reduce(lambda b: None)
+        sched_t.append(time.perf_counter() - t0)
+        sched.close()
+    out = {"store": store_url, "n_rows": n, "n_chunks": store.n_chunks,
+           "decoded_bytes": nbytes, "bytes_on_disk": store.bytes_on_disk(),
+           "block_rows": block_rows, "repeat": repeat,
+           "read_chunk_loop_s": statistics.median(loop), "read_chunk_loop_all_s": loop,
+           "scheduler_pass_s": statistics.median(sched_t), "scheduler_pass_all_s": sched_t,
+           "page_cache": "warm (the store was read just before; nothing was evicted)"}
+    out["floor_s"] = min(out["read_chunk_loop_s"], out["scheduler_pass_s"])
+    out["decoded_mb_per_s"] = nbytes / MB / out["floor_s"]
+    return out
+
+
+def import_rss(store_url: str, out_dir: str) -> dict:
+    """Peak RSS of a process that imports streamsvm and opens the store (the RSS floor)."""
+    code = ("import streamsvm, streamsvm.estimators, streamsvm.cli, sys; "
+            "streamsvm.open_store(sys.argv[1])")
+    return run_child([sys.executable, "-c", code, store_url], timeout=120,
+                     stdout_path=os.path.join(out_dir, "rss-floor.out"),
+                     stderr_path=os.path.join(out_dir, "rss-floor.err"))
+
+
+def pass_times(history: list[dict]) -> dict:
+    """Seconds per pass of a streamsvm run from its callback history.
+
+    ``first_sweep_s``: the first sweep (one full streamed pass, no shrinking yet);
+    ``stream_s_per_pass``: median over streamed sweeps of sweep seconds / passes it added;
+    ``exact_s_per_pass``: the same for sweeps that ended with an exact check (one extra
+    read-only pass each).
+    """
+    stream, exact, prev, first = [], [], 0.0, None
+    for h in history:
+        dp = h["passes"] - prev
+        prev = h["passes"]
+        if dp <= 0 or h.get("mode") != "stream":
+            continue
+        v = h["sweep_seconds"] / dp
+        (exact if h.get("exact") else stream).append(v)
+        if first is None and not h.get("exact"):
+            first = h["sweep_seconds"] / dp
+    return {"first_sweep_s": first,
+            "stream_s_per_pass": statistics.median(stream) if stream else None,
+            "exact_s_per_pass": statistics.median(exact) if exact else None,
+            "stream_sweeps": len(stream), "exact_sweeps": len(exact)}
+
+
+def dcd_targets(results: dict) -> list[dict]:
+    """Verdicts on issue 3's targets, from the numbers in ``results``."""
+    out = []
+    runs = [r for r in results["runs"] if r["status"] == "ok"]
+    by = {(r["dataset"], r["C"], r["loss"], r["method"]): r for r in runs}
+    dsinfo = {d["name"]: d for d in results["datasets"]}
+    for r in runs:
+        if r["method"] != "streamsvm-dcd":
+            continue
+        ds = dsinfo.get(r["dataset"], {})
+        if not ds.get("ooc"):
+            peer = {"hinge": "liblinear-s3", "squared_hinge": "liblinear-s1"}[r["loss"]]
+            p = by.get((r["dataset"], r["C"], r["loss"], peer))
+            tt = (p or {}).get("to_target")
+            v = {"target": "in-memory solver time ≤ LIBLINEAR's to the same gap",
+                 "dataset": r["dataset"], "C": r["C"], "loss": r["loss"],
+                 "streamsvm_fit_s": r.get("fit_seconds"), "peer": peer,
+                 "peer_fit_s": tt.get("fit_seconds") if tt else None,
+                 "peer_setting": tt.get("label") if tt else None}
+            v["ratio"] = (v["streamsvm_fit_s"] / v["peer_fit_s"]
+                          if v["streamsvm_fit_s"] and v["peer_fit_s"] else None)
+            v["met"] = None if v["ratio"] is None else v["ratio"] <= 1.0
+            out.append(v)
+            continue
+        io = (results.get("io_baseline") or {}).get(r["dataset"])
+        budget = ds.get("budget_bytes")
+        model_mb = 8.0 * ds["n_features"] * (1 if ds["task"] == "binary"
+                                             else len(ds["classes"])) / MB
+        floor_rss = (results.get("rss_floor") or {}).get(r["dataset"])
+        rss = r.get("peak_rss_mb")
+        v = {"target": "out of core: peak RSS ≤ budget + model", "dataset": r["dataset"],
+             "C": r["C"], "loss": r["loss"], "peak_rss_mb": rss,
+             "budget_mb": budget / MB if budget else None, "model_mb": model_mb,
+             "import_floor_mb": floor_rss}
+        if rss is not None and budget:
+            v["met"] = rss <= budget / MB + model_mb
+            if floor_rss is not None:
+                v["met_net_of_import_floor"] = rss - floor_rss <= budget / MB + model_mb
+        out.append(v)
+        if io and r.get("history"):
+            pt = pass_times(r["history"])
+            floor = io["floor_s"]
+            w = {"target": "out of core: each pass ≤ 1.25 × read+decompress time",
+                 "dataset": r["dataset"], "C": r["C"], "loss": r["loss"], "io_floor_s": floor,
+                 **pt}
+            w["overall_s_per_pass"] = (r["fit_seconds"] / r["passes"]
+                                       if r.get("fit_seconds") and r.get("passes") else None)
+            for k in ("first_sweep_s", "stream_s_per_pass", "exact_s_per_pass",
+                      "overall_s_per_pass"):
+                w[k + "_ratio"] = w[k] / floor if w.get(k) else None
+            w["met"] = (w.get("stream_s_per_pass_ratio") is not None
+                        and w["stream_s_per_pass_ratio"] <= 1.25)
+            w["met_overall"] = (w.get("overall_s_per_pass_ratio") is not None
+                                and w["overall_s_per_pass_ratio"] <= 1.25)
+            out.append(w)
+    return out
+
+
+# =============================================================================================
+# results file
+# =============================================================================================
+
+REQUIRED_RUN_KEYS = ("dataset", "task", "C", "loss", "method", "label", "family", "status",
+                     "message", "steps")
+STATUSES = ("ok", "unsupported", "unavailable", "skipped", "error", "timeout")
+
+
+def validate_results(res: dict) -> None:
+    """Raise ValueError if ``res`` is not a well-formed results document."""
+    def need(d, keys, where):
+        missing = [k for k in keys if k not in d]
+        if missing:
+            raise ValueError(f"{where}: missing {missing}")
+    need(res, ("schema", "created", "command", "suite", "machine", "versions", "config",
+               "datasets", "runs", "best"), "results")
+    if res["schema"] != SCHEMA:
+        raise ValueError(f"schema {res['schema']!r} != {SCHEMA!r}")
+    need(res["machine"], ("cpu_model", "cpu_count"), "machine")
+    need(res["config"], ("seed",), "config")
+    for i, r in enumerate(res["runs"]):
+        need(r, REQUIRED_RUN_KEYS, f"runs[{i}]")
+        if r["status"] not in STATUSES:
+            raise ValueError(f"runs[{i}]: status {r['status']!r} not in {STATUSES}")
+        if r["status"] == "ok":
+            need(r, ("fit_seconds", "passes", "primal", "rel_gap", "peak_rss_mb",
+                     "process_seconds", "train_accuracy", "test_accuracy"), f"runs[{i}]")
+            for j, s in enumerate(r["steps"]):
+                need(s, ("role", "label", "fit_seconds", "passes"), f"runs[{i}].steps[{j}]")
+                if s.get("rel_gap") is not None and s["rel_gap"] < -1e-9:
+                    raise ValueError(f"runs[{i}].steps[{j}]: negative gap to the best objective")
+
+
+def _clean(o):
+    """JSON-safe copy: numpy scalars → Python, NaN/inf → None."""
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if hasattr(o, "item") and not isinstance(o, (str, bytes)):
+        try:
+            o = o.item()
+        except (ValueError, AttributeError):
+            return str(o)
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
+
+
+def write_json(res: dict, path: str) -> None:
+    tmp = path + ".partial"
+    with open(tmp, "w") as f:
+        json.dump(_clean(res), f, indent=1)
+    os.replace(tmp, path)
+
+
+# =============================================================================================
+# the suite
+# =============================================================================================
+
+def run_suite(cfg: dict, argv: list[str]) -> dict:
+    out = cfg["out"]
+    os.makedirs(out, exist_ok=True)
+    res = {"schema": SCHEMA, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"), "command": "python tools/bench.py " + " ".join(
+        shlex.quote(a) for a in argv), "suite": cfg["suite"], "machine": machine_info(),
+        "versions": versions(), "config": {k: v for k, v in cfg.items() if k != "out"},
+        "objective": "sum over models of 0.5||w||^2 + 0.5 b^2 + C sum loss(y (w.x + b)), "
+                     "bias a regularized constant feature of value 1 (LIBLINEAR -B 1); "
+                     "multiclass one-vs-rest",
+        "datasets": [], "runs": [], "best": {}, "io_baseline": {}, "rss_floor": {},
+        "solvers_registered": streamsvm_solvers()}
+    json_path = os.path.join(out, "results.json")
+    t_suite = time.perf_counter()
+    for name in cfg["datasets"]:
+        spec = dataset_spec(name, cfg)
+        t0 = time.perf_counter()
+        ds = prepare_dataset(spec, cfg["work"], need_vw=_wants(cfg, "vw"))
+        ds["prep_total_s"] = time.perf_counter() - t0
+        if ds["ooc"]:
+            ds["budget_bytes"] = int(ds["decoded_bytes"] * OOC["budget_fraction"])
+            ds["budget"] = str(ds["budget_bytes"])
+        res["datasets"].append(dict(ds))
+        log(f"{name}: {ds['n_rows']:,} rows, {ds['n_features']:,} features, {ds['task']}, "
+            f"decoded {ds['decoded_bytes'] / MB:,.0f} MB"
+            + (f", budget {ds['budget_bytes'] / MB:,.0f} MB" if ds["ooc"] else ""))
+        if ds["ooc"] or cfg.get("io_baseline_all"):
+            log(f"{name}: I/O floor (read + decompress the store, median of 3)")
+            res["io_baseline"][name] = io_baseline(ds["store"], repeat=3)
+            res["rss_floor"][name] = import_rss(ds["store"], out)["peak_rss_mb"]
+        evaluator = Evaluator(ds)
+        losses = cfg["binary_losses"] if ds["task"] == "binary" else cfg["multiclass_losses"]
+        if ds["ooc"] and cfg.get("ooc_losses"):
+            losses = [l for l in losses if l in cfg["ooc_losses"]]
+        if cfg.get("losses"):
+            losses = [l for l in losses if l in cfg["losses"]]
+        for C in cfg["Cs"]:
+            for loss in losses:
+                methods = _select(plan_methods(ds["task"], loss, ooc=ds["ooc"]), cfg["methods"])
+                group = []
+                for m in methods:
+                    t0 = time.perf_counter()
+                    run = run_method(m, ds, C, loss, cfg, evaluator)
+                    group.append(run)
+                    res["runs"].append(run)
+                    log(f"{name} C={C:g} {loss}: {m['id']}: {run['status']}"
+                        + (f" ({run['message'][:120]})" if run.get("message") else "")
+                        + f" [{time.perf_counter() - t0:.1f}s]")
+                res["best"].update(finalize_groups(group, cfg["target_gap"]))
+                write_json(res, json_path)
+        del evaluator
+    res["best"] = finalize_groups(res["runs"], cfg["target_gap"])
+    res["targets"] = dcd_targets(res)
+    res["suite_seconds"] = time.perf_counter() - t_suite
+    res["machine"]["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    validate_results(_clean(res))
+    write_json(res, json_path)
+    return res
+
+
+def _wants(cfg: dict, method_id: str) -> bool:
+    return not cfg["methods"] or any(p in method_id or p == method_id for p in cfg["methods"])
+
+
+# =============================================================================================
+# command line
+# =============================================================================================
+
+def _floats(s: str) -> list[float]:
+    return [float(v) for v in s.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="bench.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0] + "\n\n" + "\n\n".join(__doc__.split("\n\n")[1:3]),
+        epilog="Outputs: OUT/results.json (everything), OUT/results.md (tables), PNG plots in "
+               "--plots. Data sets: " + ", ".join(REAL) + " (from ../shared/datasets) and "
+               "synth-<rows> (tools/make_synthetic.py, e.g. synth-1e6); data sets with at least "
+               "the suite's out-of-core row count get a memory budget of 1/8 of the decoded "
+               "store, and only streaming methods (streamsvm, SGD, VW) run on them.")
+    p.add_argument("--suite", choices=sorted(SUITES), default="quick",
+                   help="preset matrix (default quick: every real data set and synth-1e5, C=1, "
+                        "all methods; < 10 min on 2 cores)")
+    p.add_argument("--datasets", help="comma-separated data sets instead of the suite's")
+    p.add_argument("--methods", help="comma-separated method ids or substrings (e.g. "
+                                     "streamsvm,liblinear-s3,vw)")
+    p.add_argument("-C", "--C", dest="Cs", type=_floats, help="comma-separated C values")
+    p.add_argument("--losses", help="comma-separated losses (hinge,squared_hinge)")
+    p.add_argument("--out", help="output directory (default bench-out/SUITE)")
+    p.add_argument("--work", help="data directory: stores, text and VW copies, reused between "
+                                  "runs (default bench-out/work)")
+    p.add_argument("--plots", default=os.path.join(ROOT, "docs", "bench"),
+                   help="directory for PNG plots (default docs/bench)")
+    p.add_argument("--synthetic-nnz", type=int, default=SYNTH["nnz_per_row"],
+                   help="mean non-zeros per synthetic row before de-duplication (default "
+                        "%(default)s)")
+    p.add_argument("--ooc-rows", type=float,
+                   help="data sets with at least this many rows run out of core")
+    p.add_argument("--repeat", type=int, help="fits per measurement when fast (median)")
+    p.add_argument("--repeat-under", type=float,
+                   help="repeat only fits faster than this many seconds")
+    p.add_argument("--timeout", type=float, help="seconds per child process")
+    p.add_argument("--max-passes", type=float, help="streamsvm max_passes")
+    p.add_argument("--tol", type=float, help="streamsvm tol (relative duality gap)")
+    p.add_argument("--memory", default="1GB",
+                   help="streamsvm memory budget on in-memory data sets (default 1GB)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every method (default 0)")
+    p.add_argument("--no-cli", action="store_true",
+                   help="skip the 'streamsvm train' CLI runs (whole-process time, peak RSS)")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--io-baseline", nargs="?", const="__suite__", metavar="STORE",
+                   help="with STORE: time reading + decompressing that store once and exit; "
+                        "without: measure it for every data set of the suite")
+    p.add_argument("--render", metavar="RESULTS_JSON",
+                   help="re-render tables and plots from a results file and exit")
+    p.add_argument("--clean", action="store_true",
+                   help="delete the out-of-core data sets' files from --work at the end")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    return p
+
+
+def make_config(args) -> dict:
+    cfg = dict(SUITES[args.suite])
+    cfg["suite"] = args.suite
+    if args.datasets:
+        cfg["datasets"] = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    if args.methods:
+        cfg["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.Cs:
+        cfg["Cs"] = args.Cs
+    cfg["losses"] = [l.strip() for l in args.losses.split(",")] if args.losses else None
+    for k in ("repeat", "repeat_under", "timeout", "max_passes", "tol"):
+        if getattr(args, k) is not None:
+            cfg[k] = getattr(args, k)
+    if args.ooc_rows is not None:
+        cfg["ooc_rows"] = int(args.ooc_rows)
+    cfg.update(seed=args.seed, memory=args.memory, cli=not args.no_cli,
+               synthetic_nnz=args.synthetic_nnz, target_gap=TARGET_GAP,
+               io_baseline_all=args.io_baseline == "__suite__", ooc=dict(OOC))
+    cfg["out"] = os.path.abspath(args.out or os.path.join(ROOT, "bench-out", args.suite))
+    cfg["work"] = os.path.abspath(args.work or os.path.join(ROOT, "bench-out", "work"))
+    cfg["plots"] = os.path.abspath(args.plots)
+    return cfg
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    if args.worker:
+        from tools._bench_methods import run_worker
+        return run_worker(args.worker)
+    from tools import _bench_report as report
+    if args.render:
+        with open(args.render) as f:
+            res = json.load(f)
+        out = os.path.dirname(os.path.abspath(args.render))
+        report.render(res, out, None if args.no_plots else os.path.abspath(args.plots))
+        print(open(os.path.join(out, "results.md")).read())
+        return 0
+    if args.io_baseline and args.io_baseline != "__suite__":
+        r = io_baseline(args.io_baseline, repeat=args.repeat or 3)
+        print(json.dumps(_clean(r), indent=1))
+        print(report.io_table({os.path.basename(args.io_baseline.rstrip('/')): r}))
+        return 0
+    cfg = make_config(args)
+    log(f"suite {cfg['suite']}: data sets {', '.join(cfg['datasets'])}; C {cfg['Cs']}; "
+        f"output {cfg['out']}")
+    res = run_suite(cfg, argv)
+    report.render(res, cfg["out"], None if args.no_plots else cfg["plots"])
+    with open(os.path.join(cfg["out"], "results.md")) as f:
+        print(f.read())
+    if args.clean:
+        for d in res["datasets"]:
+            if d.get("ooc"):
+                shutil.rmtree(os.path.join(cfg["work"], d["name"]), ignore_errors=True)
+                log(f"removed {os.path.join(cfg['work'], d['name'])}")
+    log(f"done in {res['suite_seconds']:.0f} s: {os.path.join(cfg['out'], 'results.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
