@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "a chunked Zarr v3 CSR store with bounded memory. Bad input "
                                    "stops with an error naming file, line and column (exit 2) "
                                    "and leaves no store that opens as complete.")
-    c.add_argument("inputs", nargs="+", metavar="INPUT", help="input files (last positional "
-                   "argument is the OUTPUT store)")
+    c.add_argument("inputs", nargs="+", metavar="INPUT", help="input files or glob patterns "
+                   "(quote them for remote URLs); the last positional argument is the OUTPUT "
+                   "store")
     c.add_argument("--chunk-rows", type=int, default=65536,
                    help="rows per row chunk, the unit the trainer streams (default 65536)")
     c.add_argument("--shuffle", action="store_true",
@@ -112,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the exact relative duality gap ≤ --tol, or at --max-passes.")
     t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
     t.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
-    t.add_argument("--solver", default="dcd", help="solver (default dcd; see 'streamsvm "
-                   "solvers')")
+    from .solvers import SOLVERS
+    t.add_argument("--solver", default="dcd",
+                   help=f"solver (default dcd; available: {', '.join(sorted(SOLVERS))})")
     t.add_argument("-C", type=float, default=1.0, help="regularization trade-off (default 1)")
     t.add_argument("--loss", choices=["squared_hinge", "hinge"], default="squared_hinge",
                    help="squared_hinge = LIBLINEAR -s 1 (default), hinge = -s 3")

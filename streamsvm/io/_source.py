@@ -50,8 +50,7 @@ def compression_of(url: str) -> str | None:
 def describe_inputs(urls, storage_options=None) -> list[InputFile]:
     """Check every input exists and return its size and compression."""
     out = []
-    for url in urls:
-        url = os.fspath(url)
+    for url in _expand(urls, storage_options):
         try:
             fs, path = url_to_fs(url, storage_options)
             info = fs.info(path)
@@ -62,6 +61,23 @@ def describe_inputs(urls, storage_options=None) -> list[InputFile]:
         if info.get("type") == "directory":
             raise StoreNotFoundError(f"input {url!r} is a directory, not a libsvm file")
         out.append(InputFile(url, int(info.get("size") or 0), compression_of(url)))
+    return out
+
+
+def _expand(urls, storage_options) -> list[str]:
+    """Expand glob patterns (``part-*.svm.gz``), sorted; plain names pass through."""
+    out = []
+    for url in urls:
+        url = os.fspath(url)
+        if not any(ch in url for ch in "*?["):
+            out.append(url)
+            continue
+        fs, path = url_to_fs(url, storage_options)
+        matches = sorted(fs.glob(path))
+        if not matches:
+            raise StoreNotFoundError(f"no input file matches {url!r}")
+        proto = url.split("://", 1)[0] + "://" if "://" in url else ""
+        out.extend(m if (not proto or m.startswith(proto)) else proto + m for m in matches)
     return out
 
 

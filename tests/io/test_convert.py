@@ -252,3 +252,14 @@ def test_values_after_a_run_of_ones_are_back_filled(n_ones_rows, tmp_path):
     X, y = store_to_csr(store)
     ref, _ = _reference(p)
     assert_csr_equal(X, ref.astype(np.float32))
+
+
+def test_glob_inputs(tmp_path):
+    for i in range(3):
+        _write(tmp_path / f"part-{i}.svm", f"1 {i + 1}:1\n-1 {i + 2}:2\n")
+    store = convert(str(tmp_path / "part-*.svm"), str(tmp_path / "s.zarr"))
+    assert store.n_rows == 6 and len(store.meta["source"]["files"]) == 3
+    assert [f["url"].rsplit("/", 1)[1] for f in store.meta["source"]["files"]] == \
+        ["part-0.svm", "part-1.svm", "part-2.svm"]
+    with pytest.raises(StoreNotFoundError, match="no input file matches"):
+        convert(str(tmp_path / "nothing-*.svm"), str(tmp_path / "t.zarr"))

@@ -63,3 +63,15 @@ def test_s3_missing_input(s3):
     bucket, opts = s3
     with pytest.raises(StoreNotFoundError, match="missing.svm"):
         convert(f"{bucket}/missing.svm", f"{bucket}/x.zarr", storage_options=opts)
+
+
+def test_s3_glob_inputs(s3):
+    import s3fs
+    bucket, opts = s3
+    fs = s3fs.S3FileSystem(**opts)
+    fs.pipe(f"{bucket}/parts/p-0.svm.gz", gzip.compress(b"1 1:1\n"))
+    fs.pipe(f"{bucket}/parts/p-1.svm.gz", gzip.compress(b"-1 2:1\n"))
+    store = convert(f"{bucket}/parts/p-*.svm.gz", f"{bucket}/g.zarr", storage_options=opts)
+    assert store.n_rows == 2
+    assert [f["url"] for f in store.meta["source"]["files"]] == \
+        [f"{bucket}/parts/p-0.svm.gz", f"{bucket}/parts/p-1.svm.gz"]
