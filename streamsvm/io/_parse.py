@@ -26,7 +26,7 @@ import numba
 import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError
-from ..kernels._jit import kernel
+from ..kernels._jit import kernel_inline
 
 __all__ = ["ParsedBlock", "parse_block", "INDEX_LIMIT", "NO_MIN_INDEX"]
 
@@ -49,7 +49,7 @@ _N_STATE = 9
 _INSERTION_SORT_MAX = 32
 
 # The kernels allocate nothing: compiled without numba's runtime (see kernels/_jit.py).
-_kernel = kernel
+_kernel = kernel_inline
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,12 +14,12 @@ the scalar ``wb[c]`` (never stored in the CSR). Shrinking follows LIBLINEAR 1.92
 from __future__ import annotations
 
 import numpy as np
-from ._jit import kernel
+from ._jit import kernel, kernel_inline
 
-__all__ = ["dcd_sweep", "dcd_check", "row_sq_norms_bias"]
+__all__ = ["dcd_sweep", "dcd_sweep_slab", "dcd_check", "row_sq_norms_bias"]
 
 
-@kernel
+@kernel_inline
 def _row_dot(indptr, indices, data, i, W, c):
     s = 0.0
     for p in range(indptr[i], indptr[i + 1]):
@@ -27,18 +27,18 @@ def _row_dot(indptr, indices, data, i, W, c):
     return s
 
 
-@kernel
+@kernel_inline
 def _row_axpy(indptr, indices, data, i, a, out_W, c):
     for p in range(indptr[i], indptr[i + 1]):
         out_W[c, indices[p]] += a * np.float64(data[p])
 
 
-@kernel
+@kernel_inline
 def _cost(yi, c, Cp, Cn):
     return Cp[c] if yi > 0 else Cn[c]
 
 
-@kernel
+@kernel_inline
 def _step(G, a, qd, U):
     """Projected Newton step of one coordinate; returns the new alpha."""
     if qd <= 0.0:                       # empty row, hinge, no bias: f is linear in alpha
@@ -46,11 +46,56 @@ def _step(G, a, qd, U):
     return min(max(a - G / qd, 0.0), U)
 
 
+@kernel_inline
+def _visit(indptr, indices, data, ycls, i, pos, Cp, Cn, l2, B, out_W, out_wb, out_alpha,
+           out_active, out_margin, qd, pgmax_old, pgmin_old, out_pg):
+    """One visit of row ``i``: a coordinate step for every model still active on it."""
+    steps = 0
+    for c in range(len(pos)):
+        if out_active[i, c] == 0:
+            continue
+        steps += 1
+        yi = 1.0 if ycls[i] == pos[c] else -1.0
+        Ci = _cost(yi, c, Cp, Cn)
+        U = np.inf if l2 else Ci
+        D = 0.5 / Ci if l2 else 0.0
+        m = yi * (_row_dot(indptr, indices, data, i, out_W, c) + out_wb[c] * B)
+        out_margin[i, c] = m
+        a = out_alpha[i, c]
+        G = m - 1.0 + D * a
+        PG = 0.0
+        if a == 0.0:
+            if G > pgmax_old[c]:            # shrink (spec_003 §1.5)
+                out_active[i, c] = 0
+                out_pg[c, 2] += 1
+                continue
+            if G < 0.0:
+                PG = G
+        elif a == U:
+            if G < pgmin_old[c]:
+                out_active[i, c] = 0
+                out_pg[c, 2] += 1
+                continue
+            if G > 0.0:
+                PG = G
+        else:
+            PG = G
+        out_pg[c, 0] = max(out_pg[c, 0], PG)
+        out_pg[c, 1] = min(out_pg[c, 1], PG)
+        if abs(PG) > 1e-12:
+            a_new = _step(G, a, qd[i] + D, U)
+            out_alpha[i, c] = a_new
+            d = (a_new - a) * yi
+            _row_axpy(indptr, indices, data, i, d, out_W, c)
+            out_wb[c] += d * B
+    return steps
+
+
 @kernel
 def dcd_sweep(indptrs, indicess, datas, yclss, slots, rows, pos, Cp, Cn, l2, B,
               out_W, out_wb, out_alphas, out_actives, out_margins, qds, pgmax_old, pgmin_old,
               out_pg):
-    """Dual CD steps over ``rows`` (slot ``slots[j]`` of the tuples), with shrinking.
+    """Dual CD steps over ``rows`` of two resident blocks (the shuffle buffer).
 
     Parameters
     ----------
@@ -80,51 +125,26 @@ def dcd_sweep(indptrs, indicess, datas, yclss, slots, rows, pos, Cp, Cn, l2, B,
     Returns
     -------
     int
-        Number of coordinate visits (steps) made.
+        Number of coordinate steps made.
     """
-    k = len(pos)
     steps = 0
     for j in range(len(rows)):
-        s, i = slots[j], rows[j]
-        indptr, indices, data = indptrs[s], indicess[s], datas[s]
-        alpha, active, margin = out_alphas[s], out_actives[s], out_margins[s]
-        for c in range(k):
-            if active[i, c] == 0:
-                continue
-            steps += 1
-            yi = 1.0 if yclss[s][i] == pos[c] else -1.0
-            Ci = _cost(yi, c, Cp, Cn)
-            U = np.inf if l2 else Ci
-            D = 0.5 / Ci if l2 else 0.0
-            m = yi * (_row_dot(indptr, indices, data, i, out_W, c) + out_wb[c] * B)
-            margin[i, c] = m
-            a = alpha[i, c]
-            G = m - 1.0 + D * a
-            PG = 0.0
-            if a == 0.0:
-                if G > pgmax_old[c]:
-                    active[i, c] = 0
-                    out_pg[c, 2] += 1
-                    continue
-                if G < 0.0:
-                    PG = G
-            elif a == U:
-                if G < pgmin_old[c]:
-                    active[i, c] = 0
-                    out_pg[c, 2] += 1
-                    continue
-                if G > 0.0:
-                    PG = G
-            else:
-                PG = G
-            out_pg[c, 0] = max(out_pg[c, 0], PG)
-            out_pg[c, 1] = min(out_pg[c, 1], PG)
-            if abs(PG) > 1e-12:
-                a_new = _step(G, a, qds[s][i] + D, U)
-                alpha[i, c] = a_new
-                d = (a_new - a) * yi
-                _row_axpy(indptr, indices, data, i, d, out_W, c)
-                out_wb[c] += d * B
+        s = slots[j]
+        steps += _visit(indptrs[s], indicess[s], datas[s], yclss[s], rows[j], pos, Cp, Cn, l2,
+                        B, out_W, out_wb, out_alphas[s], out_actives[s], out_margins[s],
+                        qds[s], pgmax_old, pgmin_old, out_pg)
+    return steps
+
+
+@kernel
+def dcd_sweep_slab(indptr, indices, data, ycls, rows, pos, Cp, Cn, l2, B, out_W, out_wb,
+                   out_alpha, out_active, out_margin, qd, pgmax_old, pgmin_old, out_pg):
+    """:func:`dcd_sweep` over one in-memory CSR (the RAM slab of active rows)."""
+    steps = 0
+    for j in range(len(rows)):
+        steps += _visit(indptr, indices, data, ycls, rows[j], pos, Cp, Cn, l2, B, out_W,
+                        out_wb, out_alpha, out_active, out_margin, qd, pgmax_old, pgmin_old,
+                        out_pg)
     return steps
 
 

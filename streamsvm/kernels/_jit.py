@@ -14,9 +14,11 @@ from __future__ import annotations
 import numba
 import numba.core.cpu
 
-__all__ = ["kernel", "NO_NRT"]
+__all__ = ["kernel", "kernel_inline", "NO_NRT"]
 
 NO_NRT = ({"_nrt": False} if hasattr(numba.core.cpu, "CPUTargetOptions")
           and hasattr(numba.core.cpu.CPUTargetOptions, "_nrt") else {})
 
 kernel = numba.njit(cache=True, nogil=True, **NO_NRT)
+# For small per-row helpers called in hot loops: inlined by numba itself, before LLVM.
+kernel_inline = numba.njit(cache=True, nogil=True, inline="always", **NO_NRT)

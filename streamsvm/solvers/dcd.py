@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 from ..exceptions import ConvergenceWarning, InvalidParameterError
-from ..kernels._dcd import dcd_check, dcd_sweep, row_sq_norms_bias
+from ..kernels._dcd import dcd_check, dcd_sweep, dcd_sweep_slab, row_sq_norms_bias
 from ..io._shuffle import _take_rows
 from ._base import SolveResult, check_param, class_costs, register
 
@@ -382,12 +382,9 @@ class _Run:
             self._unshrink()
             return
         order = act[self.sched.rng(self.n_iter, 1).permutation(len(act))]
-        slots = np.zeros(len(order), dtype=np.int64)
-        t = (sl.indptr, sl.indptr)
-        dcd_sweep(t, (sl.indices, sl.indices), (sl.data, sl.data), (sl.ycls, sl.ycls), slots,
-                  order, self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb,
-                  (sl.alpha, sl.alpha), (sl.active, sl.active), (sl.margin, sl.margin),
-                  (sl.qd, sl.qd), self.pgmax_old, self.pgmin_old, pg)
+        dcd_sweep_slab(sl.indptr, sl.indices, sl.data, sl.ycls, order, self.pos, self.Cp,
+                       self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.active,
+                       sl.margin, sl.qd, self.pgmax_old, self.pgmin_old, pg)
         if not self.s.shrinking:
             sl.active[:] = 1
         self.sched.count_rows(len(order))
