@@ -53,7 +53,7 @@ def encode_labels(y, classes, task):
 
 
 def sgd_alpha(C: float, n_rows: int) -> float:
-    """SGDClassifier's alpha for the objective ½‖w‖² + C Σ loss: (1/n)Σ loss + α/2‖w‖², times C·n."""
+    """SGDClassifier's alpha for ½‖w‖² + C Σ loss: (1/n)Σ loss + α/2‖w‖², times C·n."""
     return 1.0 / (C * n_rows)
 
 
@@ -111,20 +111,29 @@ def parse_liblinear_output(text: str, solver: int) -> dict:
     upper bound on passes over the data. The primal Newton solver (-s 2) prints one line per
     Newton iteration with its CG steps; a pass count is estimated as 1 (initial function and
     gradient) + Σ (CG steps + 2) (the line search's function value and the new gradient).
+    LIBLINEAR 2.50 stops dual CD after 300 iterations ("reaching max number of iterations");
+    ``-s 1`` then switches to ``-s 2`` from the dual solution ("Switching to use -s 2"), whose
+    Newton passes are added.
     """
     iters = [int(v) for v in re.findall(r"#iter\s*=\s*(\d+)", text)]
     newton = [int(v) for v in re.findall(r"^iter\s+\d+.*?CG\s+(\d+)", text, flags=re.M)]
     n_init = len(re.findall(r"^init f", text, flags=re.M))
-    out = {"max_iter_warning": "reaching max number of" in text}
+    newton_passes = n_init + sum(c + 2 for c in newton)
+    out = {"max_iter_warning": "reaching max number of" in text,
+           "switched_to_primal": "Switching to use -s 2" in text}
     if solver == 2:
         out["newton_iters"] = len(newton)
         out["cg_steps"] = sum(newton)
-        out["passes"] = float(max(n_init, 1) + sum(c + 2 for c in newton))
+        out["passes"] = float(max(newton_passes, 1))
         out["passes_kind"] = "approx"
     else:
         out["iters"] = iters
         out["passes"] = float(sum(iters)) if iters else None
         out["passes_kind"] = "upper bound"
+        if newton:      # LIBLINEAR >= 2.4x: -s 1 falls back to -s 2 after max iterations
+            out["newton_iters"] = len(newton)
+            out["cg_steps"] = sum(newton)
+            out["passes"] = (out["passes"] or 0.0) + newton_passes
     return out
 
 
@@ -430,6 +439,10 @@ def m_vw(spec, out: _Out):
             with open(readable) as f:
                 W, b = parse_vw_readable_model(f.read(), ds["n_features"], bits)
             out.add(role, f"--passes {P}", {"passes": P}, times, P, "exact", W, b)
+        for f in (model, readable):
+            if os.path.exists(f):
+                os.remove(f)
+    os.remove(cache)          # as large as the data: do not leave it in the results tree
     return "ok", None
 
 

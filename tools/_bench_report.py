@@ -90,7 +90,8 @@ def _row(run, multi_c: bool, multi_loss: bool, *, to_target: bool = False) -> li
         if t is None:
             return head + [run["label"], "never within 1e-3 of best"] + ["–"] * 8
         return head + [run["label"], f"{t['label']} (first within 1e-3)",
-                       _passes(t.get("passes"), t.get("passes_kind")), fmt(t.get("fit_seconds"), "s"),
+                       _passes(t.get("passes"), t.get("passes_kind")),
+                       fmt(t.get("fit_seconds"), "s"),
                        fmt(t.get("process_seconds"), "s"), fmt(run.get("peak_rss_mb"), "mb"),
                        fmt(t.get("primal"), "obj"), fmt(t.get("rel_gap"), "gap"),
                        fmt(t.get("train_accuracy"), "acc"), fmt(t.get("test_accuracy"), "acc")]
@@ -130,15 +131,26 @@ def problem_tables(res) -> list[tuple[str, str]]:
 
 
 def io_table(io: dict) -> str:
-    rows = []
+    rows, rss_rows = [], []
     for name, r in io.items():
         rows.append([name, f"{r['n_rows']:,}", fmt(r["decoded_bytes"] / 1e6, "mb"),
                      fmt(r["bytes_on_disk"] / 1e6, "mb"), fmt(r["read_chunk_loop_s"], "s"),
                      fmt(r["scheduler_pass_s"], "s"), fmt(r["floor_s"], "s"),
                      fmt(r["decoded_mb_per_s"], "mb")])
-    return markdown_table(["store", "rows", "decoded MB", "on disk MB", "read_chunk loop s",
-                           "scheduler pass s (read-ahead, no compute)", "I/O floor s",
-                           "decoded MB/s"], rows)
+        if r.get("rss"):
+            x = r["rss"]
+            rss_rows.append([name, fmt(x.get("import_mb"), "mb"),
+                             fmt(x.get("read_chunk_loop_mb"), "mb"),
+                             fmt(x.get("scheduler_pass_mb"), "mb"),
+                             fmt(x.get("scheduler_budget_bytes", 0) / 1e6, "mb")])
+    out = markdown_table(["store", "rows", "decoded MB", "on disk MB", "read_chunk loop s",
+                          "scheduler pass s (read-ahead, no compute)", "I/O floor s",
+                          "decoded MB/s"], rows)
+    if rss_rows:
+        out += "\n\nPeak RSS of the reading path alone (fresh processes):\n\n" + markdown_table(
+            ["store", "import + open_store MB", "+ read_chunk loop MB",
+             "+ scheduler pass MB", "scheduler cache budget MB"], rss_rows)
+    return out
 
 
 def targets_tables(res) -> str:
@@ -217,6 +229,15 @@ def curves(runs) -> list[dict]:
     return out
 
 
+def gap_floor(series: list[dict]) -> float:
+    """Where gaps of 0 (the best run itself) are drawn: a decade below the smallest positive
+    gap, within [1e-9, 1e-5]."""
+    pos = [g for s in series for g in s["gap"] if g is not None and g > 0]
+    if not pos:
+        return 1e-6
+    return min(1e-5, max(GAP_FLOOR, 10 ** (math.floor(math.log10(min(pos))) - 1)))
+
+
 def plot_group(series: list[dict], path: str, title: str) -> bool:
     try:
         import matplotlib
@@ -224,10 +245,11 @@ def plot_group(series: list[dict], path: str, title: str) -> bool:
         import matplotlib.pyplot as plt
     except Exception:  # noqa: BLE001
         return False
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     markers = "osD^v<>px*h"
+    floor = gap_floor(series)
     for i, s in enumerate(series):
-        g = [max(v, GAP_FLOOR) for v in s["gap"]]
+        g = [max(v, floor) for v in s["gap"]]
         style = "--" if s["kind"] == "certificate" else "-"
         for ax, x in zip(axes, (s["passes"], s["seconds"])):
             pts = [(a, b) for a, b in zip(x, g) if a is not None and a > 0]
@@ -240,17 +262,22 @@ def plot_group(series: list[dict], path: str, title: str) -> bool:
                 ex = [(a, b) for a, b, e in zip(x, g, s["exact"]) if e and a and a > 0]
                 if ex:
                     ax.plot(*zip(*ex), "D", color=line.get_color(), ms=8, mfc="none")
+    from matplotlib.ticker import NullFormatter
     for ax, xl in zip(axes, ("passes over the data", "seconds (fit, in-process)")):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yscale("log")
         ax.set_xlabel(xl)
         ax.axhline(1e-3, color="grey", lw=0.8, ls=":")
+        ax.axhline(floor, color="black", lw=0.6, ls="-", alpha=0.4)
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel("(P(w) − P*) / P*   [certificate: (P − D) / P]")
-    axes[1].legend(fontsize=7, loc="upper right")
-    fig.suptitle(title + f"   (gaps ≤ {GAP_FLOOR:g} drawn at {GAP_FLOOR:g}; ◇ = exact check)",
-                 fontsize=10)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7.5, frameon=False)
+    fig.suptitle(title + f"   (gap 0 = the best objective found, drawn on the line at "
+                         f"{floor:g}; dotted: 1e-3; ◇ = exact check of the certificate)",
+                 fontsize=9)
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -291,8 +318,13 @@ def render_markdown(res, plots=None, rel_to=None) -> str:
              + (f", {res['suite_seconds']:.0f} s in all" if res.get("suite_seconds") else "")
              + ".", "",
              "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()
-                                      if k not in ("commit", "vowpalwabbit_importable") and val)
+                                      if k not in ("commit", "vowpalwabbit_importable",
+                                                   "streamsvm_source_sha256") and val)
              + (f"; commit {v['commit'][:12]}" if v.get("commit") else "")
+             + (f" (streamsvm/ sources sha256 {v['streamsvm_source_sha256'][:12]}"
+                + ("" if res.get("streamsvm_source_sha256_at_end") in
+                   (None, v["streamsvm_source_sha256"]) else ", **changed during the run**")
+                + ")" if v.get("streamsvm_source_sha256") else "")
              + ("" if v.get("vowpalwabbit_importable") is True
                 else f"; **vowpalwabbit not importable** ({v.get('vowpalwabbit_importable')})")
              + f". streamsvm solvers registered: {', '.join(res.get('solvers_registered', []))}.",
@@ -301,7 +333,7 @@ def render_markdown(res, plots=None, rel_to=None) -> str:
     for d in res["datasets"]:
         ds_rows.append([d["name"], d["task"], f"{d['n_rows']:,}", f"{d['n_features']:,}",
                         f"{d['nnz']:,}", fmt(d["decoded_bytes"] / 1e6, "mb"),
-                        (fmt(d["budget_bytes"] / 1e6, "mb") if d.get("budget_bytes")
+                        (fmt(d["budget_bytes"] / 1e6, "mb") + " MB" if d.get("budget_bytes")
                          else res["config"].get("memory", "")),
                         "yes" if d.get("test_text") else "no"])
     lines += ["Data sets (stores converted with `--shuffle --seed 0`):", "",
@@ -343,14 +375,17 @@ def render_markdown(res, plots=None, rel_to=None) -> str:
               "the `streamsvm train` CLI from spawn to exit; others: worker start-up, imports "
               "and data loading + fit. *peak RSS* — that process's ru_maxrss. *primal* — "
               "Σ_c ½‖w_c‖² + ½b_c² + C Σ loss, computed by the harness from each method's "
-              "weights on the same data. *gap to best* — (primal − P*) / P*.", ""]
+              "weights on the same data. *gap to best* — (primal − P*) / P*. streamsvm's "
+              "*fit s* and *process s* come from two separate runs (the worker with the "
+              "callback, then the CLI), so on long runs process s can be the smaller one.", ""]
     return "\n".join(lines)
 
 
-def render(res, out_dir: str, plots_dir: str | None) -> str:
+def render(res, out_dir: str, plots_dir: str | None, md_path: str | None = None) -> str:
+    """Write the plots and ``results.md`` (or ``md_path``, links relative to its folder)."""
     plots = render_plots(res, plots_dir) if plots_dir else []
-    md = render_markdown(res, plots, rel_to=out_dir)
-    path = os.path.join(out_dir, "results.md")
+    path = md_path or os.path.join(out_dir, "results.md")
+    md = render_markdown(res, plots, rel_to=os.path.dirname(os.path.abspath(path)))
     with open(path, "w") as f:
         f.write(md + "\n")
     return path

@@ -5,7 +5,7 @@ One run measures a matrix of (data set × method × C × loss) on the same data,
 results file, Markdown tables and PNG plots::
 
     python tools/bench.py --suite quick          # < 10 min on 2 cores
-    python tools/bench.py --suite dcd            # issue 3: dcd vs LIBLINEAR, out of core on a 2 GB store
+    python tools/bench.py --suite dcd            # issue 3: dcd vs LIBLINEAR; 2 GB store out of core
     python tools/bench.py --suite full           # everything (hours)
     python tools/bench.py --io-baseline STORE    # time to read + decompress a store once
     python tools/bench.py --render bench-out/quick/results.json   # tables and plots again
@@ -60,7 +60,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -181,7 +180,24 @@ def versions() -> dict:
     except Exception as exc:  # noqa: BLE001
         out["vowpalwabbit_importable"] = f"{type(exc).__name__}: {exc}"
     out["commit"] = _commit()
+    out["streamsvm_source_sha256"] = source_digest()
     return out
+
+
+def source_digest() -> str:
+    """sha256 over streamsvm/**/*.py (the working tree may differ from the commit)."""
+    import hashlib
+    h = hashlib.sha256()
+    base = os.path.join(ROOT, "streamsvm")
+    for dirpath, dirnames, files in sorted(os.walk(base)):
+        dirnames.sort()
+        for fn in sorted(files):
+            if fn.endswith(".py"):
+                p = os.path.join(dirpath, fn)
+                h.update(os.path.relpath(p, base).encode())
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
 
 
 def _commit():
@@ -759,9 +775,8 @@ def _headline(run: dict, target: float) -> None:
         run["process_seconds"], run["process_kind"] = cli["wall_s"], "measured (CLI)"
         run["peak_rss_mb"] = cli["peak_rss_mb"]
     else:
-        st = child.get("startup_s")
-        run["process_seconds"] = (st + s["fit_seconds"]) if (st is not None and
-                                                             s.get("fit_seconds") is not None) else None
+        st, fit = child.get("startup_s"), s.get("fit_seconds")
+        run["process_seconds"] = st + fit if st is not None and fit is not None else None
         run["process_kind"] = "start-up + load + fit"
         run["peak_rss_mb"] = child.get("peak_rss_mb")
     ladder = [x for x in run["steps"] if x.get("role") == "ladder"]
@@ -807,6 +822,39 @@ def io_baseline(store_url: str, repeat: int = 3, block_rows=None) -> dict:
            "page_cache": "warm (the store was read just before; nothing was evicted)"}
     out["floor_s"] = min(out["read_chunk_loop_s"], out["scheduler_pass_s"])
     out["decoded_mb_per_s"] = nbytes / MB / out["floor_s"]
+    return out
+
+
+_IO_RSS_CODE = r"""
+import sys, streamsvm, streamsvm.estimators, streamsvm.cli
+from streamsvm.schedule import PassScheduler
+store = streamsvm.open_store(sys.argv[1]); mode = sys.argv[2]
+if mode == "loop":
+    for i in range(store.n_chunks):
+        store.read_chunk(i)
+elif mode == "scheduler":
+    n = store.n_rows
+    s = PassScheduler(store, memory=int(sys.argv[3]), prefetch=2,
+                      block_rows=int(min(store.chunk_rows, max(256, -(-n // 512)))))
+    s.map_reduce(lambda b: None)
+    s.close()
+"""
+
+
+def io_rss(store_url: str, out_dir: str, budget: int = 0) -> dict:
+    """Peak RSS (MB) of fresh processes that import streamsvm and open the store, then
+    (``import``) do nothing, (``read_chunk_loop``) read every chunk once, or
+    (``scheduler_pass``) run one no-compute scheduler pass with read-ahead and a cache
+    budget of ``budget`` bytes: the memory the reading path needs before any solver."""
+    os.makedirs(out_dir, exist_ok=True)
+    out = {}
+    for key, args in (("import", ["none"]), ("read_chunk_loop", ["loop"]),
+                      ("scheduler_pass", ["scheduler", str(int(budget))])):
+        r = run_child([sys.executable, "-c", _IO_RSS_CODE, store_url, *args], timeout=3600,
+                      stdout_path=os.path.join(out_dir, f"io-rss-{key}.out"),
+                      stderr_path=os.path.join(out_dir, f"io-rss-{key}.err"))
+        out[key + "_mb"] = r["peak_rss_mb"] if r["rc"] == 0 else None
+    out["scheduler_budget_bytes"] = int(budget)
     return out
 
 
@@ -991,7 +1039,10 @@ def run_suite(cfg: dict, argv: list[str]) -> dict:
         if ds["ooc"] or cfg.get("io_baseline_all"):
             log(f"{name}: I/O floor (read + decompress the store, median of 3)")
             res["io_baseline"][name] = io_baseline(ds["store"], repeat=3)
-            res["rss_floor"][name] = import_rss(ds["store"], out)["peak_rss_mb"]
+            rss = io_rss(ds["store"], os.path.join(out, "io-rss", name),
+                         budget=ds.get("budget_bytes", 0))
+            res["io_baseline"][name]["rss"] = rss
+            res["rss_floor"][name] = rss["import_mb"]
         evaluator = Evaluator(ds)
         losses = cfg["binary_losses"] if ds["task"] == "binary" else cfg["multiclass_losses"]
         if ds["ooc"] and cfg.get("ooc_losses"):
@@ -1016,6 +1067,9 @@ def run_suite(cfg: dict, argv: list[str]) -> dict:
     res["best"] = finalize_groups(res["runs"], cfg["target_gap"])
     res["targets"] = dcd_targets(res)
     res["suite_seconds"] = time.perf_counter() - t_suite
+    res["streamsvm_source_sha256_at_end"] = source_digest()
+    if res["streamsvm_source_sha256_at_end"] != res["versions"]["streamsvm_source_sha256"]:
+        log("WARNING: streamsvm's source changed during the run; rerun for clean numbers")
     res["machine"]["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     validate_results(_clean(res))
     write_json(res, json_path)
@@ -1076,10 +1130,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--io-baseline", nargs="?", const="__suite__", metavar="STORE",
                    help="with STORE: time reading + decompressing that store once and exit; "
                         "without: measure it for every data set of the suite")
+    p.add_argument("--io-budget", metavar="SIZE",
+                   help="with --io-baseline STORE: cache budget of the scheduler pass whose "
+                        "peak RSS is reported (default 0)")
     p.add_argument("--render", metavar="RESULTS_JSON",
                    help="re-render tables and plots from a results file and exit")
+    p.add_argument("--markdown-out", metavar="PATH",
+                   help="with --render: write the Markdown here (plot links relative to it) "
+                        "instead of next to the results file")
     p.add_argument("--clean", action="store_true",
                    help="delete the out-of-core data sets' files from --work at the end")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="make the suite's stores and text files, then exit")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p
 
@@ -1119,15 +1181,32 @@ def main(argv=None) -> int:
         with open(args.render) as f:
             res = json.load(f)
         out = os.path.dirname(os.path.abspath(args.render))
-        report.render(res, out, None if args.no_plots else os.path.abspath(args.plots))
-        print(open(os.path.join(out, "results.md")).read())
+        md = report.render(res, out, None if args.no_plots else os.path.abspath(args.plots),
+                           md_path=args.markdown_out)
+        with open(md) as f:
+            print(f.read())
         return 0
     if args.io_baseline and args.io_baseline != "__suite__":
         r = io_baseline(args.io_baseline, repeat=args.repeat or 3)
+        budget = 0
+        if args.io_budget:
+            from streamsvm.schedule._memory import parse_memory
+            budget = parse_memory(args.io_budget)
+        out_dir = args.out or os.path.join(ROOT, "bench-out", "io-baseline")
+        r["rss"] = io_rss(args.io_baseline, out_dir, budget=budget)
+        r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
+                 machine=machine_info(), versions=versions())
+        write_json(r, os.path.join(out_dir, "io-baseline.json"))
         print(json.dumps(_clean(r), indent=1))
         print(report.io_table({os.path.basename(args.io_baseline.rstrip('/')): r}))
         return 0
     cfg = make_config(args)
+    if args.prepare_only:
+        for name in cfg["datasets"]:
+            ds = prepare_dataset(dataset_spec(name, cfg), cfg["work"], need_vw=_wants(cfg, "vw"))
+            log(f"{name}: ready ({ds['n_rows']:,} rows, decoded {ds['decoded_bytes'] / MB:,.0f} "
+                f"MB, on disk {ds['store_bytes_on_disk'] / MB:,.0f} MB) {ds['prep']}")
+        return 0
     log(f"suite {cfg['suite']}: data sets {', '.join(cfg['datasets'])}; C {cfg['Cs']}; "
         f"output {cfg['out']}")
     res = run_suite(cfg, argv)
