@@ -41,6 +41,8 @@ class Shuffler:
         self.seed = int(seed)
         self.index_dtype, self.dtype = np.dtype(index_dtype), np.dtype(dtype)
         self.budget = int(budget_bytes)
+        if scratch_dir is not None:
+            os.makedirs(scratch_dir, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix="streamsvm-shuffle-", dir=scratch_dir)
         self._files = [open(os.path.join(self.dir, f"b{k:05d}"), "wb")
                        for k in range(self.n_buckets)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import kernel, kernel_inline
 
-__all__ = ["dcd_sweep", "dcd_sweep_slab", "dcd_check", "row_sq_norms_bias"]
+__all__ = ["dcd_sweep", "dcd_sweep_slab", "dcd_check", "dcd_terms_add", "row_sq_norms_bias"]
 
 
 @kernel_inline
@@ -206,3 +206,29 @@ def row_sq_norms_bias(indptr, data, B, out):
             v = np.float64(data[p])
             s += v * v
         out[i] = s
+
+
+@kernel
+def dcd_terms_add(ycls, alpha, margin, pos, Cp, Cn, l2, out):
+    """Add the per-model sums behind the certificate, without temporaries.
+
+    Parameters
+    ----------
+    ycls : ndarray of shape (n_rows,)
+    alpha, margin : ndarray of shape (n_rows, k)
+    pos, Cp, Cn, l2 : as in :func:`dcd_sweep`
+    out : ndarray of shape (k, 3)
+        ``out[c] += [Σ C_i ξ(margin_ic), Σ α_ic, ½ Σ D_ic α_ic²]`` (D = 1/(2C_i) for the
+        squared hinge, 0 for the hinge).
+    """
+    for i in range(len(ycls)):
+        for c in range(len(pos)):
+            Ci = Cp[c] if ycls[i] == pos[c] else Cn[c]
+            xi = max(0.0, 1.0 - margin[i, c])
+            a = alpha[i, c]
+            if l2:
+                out[c, 0] += Ci * xi * xi
+                out[c, 2] += 0.25 / Ci * a * a          # ½ D α², D = 1/(2C)
+            else:
+                out[c, 0] += Ci * xi
+            out[c, 1] += a

@@ -43,6 +43,10 @@ class BlockCache:
         """The cached block, or None."""
         return self._blocks.get(block_id)
 
+    def fits(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more would fit in the free capacity."""
+        return self.nbytes + nbytes <= self.capacity
+
     def admit(self, block_id: int, block) -> bool:
         """Keep ``block`` if it fits in the free capacity; return whether it is cached."""
         if block_id in self._blocks:

@@ -12,6 +12,7 @@ equal this backend's bit for bit.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,12 @@ from ._prefetch import read_ahead
 __all__ = ["LocalBackend"]
 
 logger = logging.getLogger(__name__)
+
+
+def _compact(block: Block) -> Block:
+    """A copy of ``block`` that owns its arrays (drops the reference to its chunk)."""
+    return dataclasses.replace(block, indptr=block.indptr.copy(), indices=block.indices.copy(),
+                               data=block.data.copy(), y=block.y.copy())
 
 
 class LocalBackend:
@@ -105,7 +112,10 @@ class LocalBackend:
                 if loaded:
                     self.store_reads += 1
                     self.bytes_read += block.nbytes
-                    self.cache.admit(b, block)
+                    if self.cache.fits(block.nbytes) and b not in self.cache:
+                        # a block split from a chunk is a view that would keep the whole
+                        # decoded chunk alive: cache a compact copy instead
+                        self.cache.admit(b, block if self.layout.whole[b] else _compact(block))
                 else:
                     self.cache_hits += 1
                 yield block

@@ -133,7 +133,7 @@ class PassScheduler:
         self.store = store
         self._layout = BlockLayout.from_store(store, block_rows)
         self._backend = LocalBackend(store, self._layout, prefetch=prefetch,
-                                     cache_bytes=self.memory)
+                                     cache_bytes=0)
         self._states: dict[str, RowState] = {}
         self._scratch = ScratchDir(scratch_dir)
         self.sweep = 0
@@ -141,6 +141,7 @@ class PassScheduler:
         self.cyclic_sweeps = 0
         self.rows_visited = 0
         self.blocks_visited = 0
+        self._backend.cache.resize(self._cache_capacity())
 
     def __repr__(self) -> str:
         return (f"PassScheduler(n_rows={self.n_rows}, n_blocks={self.n_blocks}, "
@@ -192,11 +193,29 @@ class PassScheduler:
         """Bytes of per-row state held in RAM (spilled states not counted)."""
         return sum(s.nbytes for s in self._states.values() if not s.spilled)
 
+    @property
+    def inflight_bytes(self) -> int:
+        """Decoded bytes held outside the cache while a sweep runs: the blocks being read
+        ahead and processed, and (when chunks are split into blocks) the recently decoded
+        chunks their blocks are cut from. Charged to the memory budget."""
+        meta = getattr(self.store, "meta", None)
+        if meta is None or not hasattr(self.store, "chunk_nnz"):
+            return 0                      # a store without metadata: nothing to estimate
+        per_entry = np.dtype(meta.get("index_dtype", "int32")).itemsize + \
+            (0 if meta.get("binary_values") else np.dtype(meta.get("dtype", "float32")).itemsize)
+        nnz = int(np.max(self.store.chunk_nnz)) if self.store.n_chunks else 0
+        chunk = nnz * max(per_entry, 4) + int(self.store.chunk_rows) * 12
+        split = not bool(np.all(self._layout.whole))
+        return (self.prefetch + 1 + (3 if split else 0)) * chunk
+
+    def _cache_capacity(self) -> int:
+        return self.memory - self.state_bytes - self.reserved - self.inflight_bytes
+
     def reserve(self, nbytes: int) -> None:
         """Reserve ``nbytes`` of the budget for data a solver holds itself (e.g. dcd's RAM
         slab of active rows); cached blocks are dropped until the rest fits. 0 releases."""
         self.reserved = max(0, int(nbytes))
-        self._backend.cache.resize(self.memory - self.state_bytes - self.reserved)
+        self._backend.cache.resize(self._cache_capacity())
 
     def count_rows(self, n_rows: int) -> None:
         """Count rows a solver visited outside a sweep (from its own RAM copy)."""
@@ -369,7 +388,7 @@ class PassScheduler:
                         "used by states): spilled to %s", name, nbytes / 1e6, self.memory / 1e6,
                         self.state_bytes / 1e6, st.path)
         self._states[name] = st
-        self._backend.cache.resize(self.memory - self.state_bytes - self.reserved)
+        self._backend.cache.resize(self._cache_capacity())
         return st
 
     def free_state(self, name: str) -> None:
@@ -377,7 +396,7 @@ class PassScheduler:
         if name not in self._states:
             raise InvalidParameterError(f"no state named {name!r}; states: {sorted(self._states)}")
         self._states.pop(name)._release()
-        self._backend.cache.resize(self.memory - self.state_bytes - self.reserved)
+        self._backend.cache.resize(self._cache_capacity())
 
     # -- resumable state -----------------------------------------------------------
     def state_dict(self) -> dict:

@@ -45,7 +45,8 @@ import time
 import numpy as np
 
 from ..exceptions import ConvergenceWarning, InvalidParameterError
-from ..kernels._dcd import dcd_check, dcd_sweep, dcd_sweep_slab, row_sq_norms_bias
+from ..kernels._dcd import (dcd_check, dcd_sweep, dcd_sweep_slab, dcd_terms_add,
+                            row_sq_norms_bias)
 from ..io._shuffle import _take_rows
 from ._base import SolveResult, check_param, class_costs, register
 
@@ -192,11 +193,13 @@ class _Run:
         self.W = np.zeros((self.k, d))
         self.wb = np.zeros(self.k)
         k = self.k
+        # 8k + 1k + 4k + 2 + 4 bytes per row: alpha needs float64; the recorded margins
+        # only feed the certificate and ‖x_i‖² only the step size, so float32 suffices.
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
         self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
-        self.margin = sched.state("dcd.margin", np.float64, width=k)
-        self.ycls = sched.state("dcd.ycls", np.int32)
-        self.qd = sched.state("dcd.qd", np.float64)
+        self.margin = sched.state("dcd.margin", np.float32, width=k)
+        self.ycls = sched.state("dcd.ycls", np.int16 if self.k < 2**15 else np.int32)
+        self.qd = sched.state("dcd.qd", np.float32)
         nb = sched.n_blocks
         self.initialized = np.zeros(nb, dtype=bool)
         self.block_active = np.asarray(sched.block_sizes, dtype=np.int64).copy()
@@ -206,6 +209,7 @@ class _Run:
         self.pgmin_old = np.full(k, -np.inf)
         self.eps_pg = 0.1          # LIBLINEAR's default dual stopping tolerance
         self._cert, self._cert_passes = None, 0.0
+        self._outside_slab = np.zeros((k, 3))
         self.mode = "stream"
         self.build_slab = False
         self.slab: _Slab | None = None
@@ -243,8 +247,9 @@ class _Run:
         self._update_thresholds(pg)
         by_gap = gap.max() <= self.s.tol
         if by_gap or spread <= self.eps_pg:
+            by_pg = not by_gap
             entry = self._exact_check(entry)
-            if not self.done and not by_gap:
+            if not self.done and by_pg:
                 # LIBLINEAR's test (PG spread ≤ eps) fired but the exact gap is too large:
                 # tighten it so the next exact check comes when it can succeed.
                 self.eps_pg = max(self.eps_pg * 0.1, 1e-12)
@@ -352,7 +357,7 @@ class _Run:
     # -- slab -----------------------------------------------------------------------
     def _slab_state_bytes(self) -> int:
         rows = int(self.block_active.sum())
-        return int(self.block_active_bytes.sum()) + rows * (8 * 3 * self.k + 28)
+        return int(self.block_active_bytes.sum()) + rows * (13 * self.k + 22)
 
     def _slab_fits(self) -> bool:
         budget = self.sched.memory - self.sched.state_bytes - self.W.nbytes
@@ -372,6 +377,9 @@ class _Run:
                           cat(4), cat(5), cat(6))
         self.mode = "slab"
         self.sched.reserve(self.slab.nbytes)
+        self._outside_slab = self._terms(self.ycls.values, self.alpha.values,
+                                         self.margin.values) - \
+            self._terms(self.slab.ycls, self.slab.alpha, self.slab.margin)
         log.info("active set compacted: %d rows (%.1f MB) now in RAM", len(self.slab.rows),
                  self.slab.nbytes / 1e6)
 
@@ -396,32 +404,30 @@ class _Run:
             return
         for st, arr in ((self.alpha, sl.alpha), (self.active, sl.active),
                         (self.margin, sl.margin)):
-            full = st.to_array()
-            full[sl.rows] = arr
-            st.load_array(full)
+            st.values[sl.rows] = arr
         self.slab = None
         self.mode = "stream"
         self.sched.reserve(0)
 
     # -- certificate ----------------------------------------------------------------
-    def _row_costs(self, ycls):
-        pos = ycls[:, None] == self.pos[None, :]
-        return np.where(pos, self.Cp[None, :], self.Cn[None, :])
+    def _terms(self, ycls, alpha, margin) -> np.ndarray:
+        out = np.zeros((self.k, 3))
+        dcd_terms_add(ycls, alpha, margin, self.pos, self.Cp, self.Cn, self.l2, out)
+        return out
 
     def _objectives(self):
-        """Per-model primal (from recorded margins) and exact dual objectives."""
-        ycls, alpha, margin = self.ycls.to_array(), self.alpha.to_array(), self.margin.to_array()
-        if self.slab is not None:
-            alpha, margin = alpha.copy(), margin.copy()
-            alpha[self.slab.rows] = self.slab.alpha
-            margin[self.slab.rows] = self.slab.margin
-        C = self._row_costs(ycls)
+        """Per-model primal (from recorded margins) and exact dual objectives.
+
+        One kernel pass over the in-RAM state (no copies); in the slab, the rows outside
+        it are frozen, so their sums are taken once when the slab is built.
+        """
+        if self.slab is None:
+            t = self._terms(self.ycls.values, self.alpha.values, self.margin.values)
+        else:
+            sl = self.slab
+            t = self._outside_slab + self._terms(sl.ycls, sl.alpha, sl.margin)
         reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
-        xi = np.maximum(0.0, 1.0 - margin)
-        loss = (C * (xi * xi if self.l2 else xi)).sum(axis=0)
-        D = 0.5 / C if self.l2 else 0.0
-        dual = -(reg + 0.5 * (D * alpha * alpha).sum(axis=0) - alpha.sum(axis=0))
-        return reg + loss, dual
+        return reg + t[:, 0], -(reg + t[:, 2] - t[:, 1])
 
     @staticmethod
     def _rel_gap(primal, dual):
@@ -436,32 +442,50 @@ class _Run:
             self.pgmin_old[:] = -np.inf
 
     def _exact_check(self, entry):
-        """Read-only pass: exact margins, primal, PG spread; stop or un-shrink."""
-        self._leave_slab()
-        k = self.k
+        """Read-only pass: exact margins, primal, PG spread; stop or un-shrink.
 
-        def check(block):
-            alpha, _, margin, ycls, _ = self._views(block)
-            out = np.empty((k, 3))
-            dcd_check(block.indptr, block.indices, block.data, ycls, self.pos, self.Cp,
-                      self.Cn, self.l2, self.B, self.W, self.wb, alpha, margin, out)
-            return out
+        When the RAM slab holds every row the pass runs there (no I/O) and the solver
+        stays in the slab; otherwise it streams the store and un-shrinks into streaming.
+        """
+        k, sched = self.k, self.sched
+        sl = self.slab
+        in_ram = sl is not None and len(sl.rows) == sched.n_rows
+        if in_ram:
+            stats = np.empty((k, 3))
+            dcd_check(sl.indptr, sl.indices, sl.data, sl.ycls, self.pos, self.Cp, self.Cn,
+                      self.l2, self.B, self.W, self.wb, sl.alpha, sl.margin, stats)
+            sched.count_rows(sched.n_rows)
+        else:
+            self._leave_slab()
 
-        def combine(acc, p):
-            return np.stack([np.maximum(acc[:, 0], p[:, 0]), np.minimum(acc[:, 1], p[:, 1]),
-                             acc[:, 2] + p[:, 2]], axis=1)
+            def check(block):
+                alpha, _, margin, ycls, _ = self._views(block)
+                out = np.empty((k, 3))
+                dcd_check(block.indptr, block.indices, block.data, ycls, self.pos, self.Cp,
+                          self.Cn, self.l2, self.B, self.W, self.wb, alpha, margin, out)
+                return out
 
-        stats = self.sched.map_reduce(check, combine=combine)
+            def combine(acc, p):
+                return np.stack([np.maximum(acc[:, 0], p[:, 0]),
+                                 np.minimum(acc[:, 1], p[:, 1]), acc[:, 2] + p[:, 2]], axis=1)
+
+            stats = sched.map_reduce(check, combine=combine)
         reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
         primal = reg + stats[:, 2]
         _, dual = self._objectives()
         gap = self._rel_gap(primal, dual)
         entry.update(primal=float(primal.sum()), dual=float(dual.sum()), gap=float(gap.max()),
-                     passes=self.sched.passes, exact=True,
+                     passes=sched.passes, exact=True,
                      pg_spread=float((stats[:, 0] - stats[:, 1]).max()))
         self.gap, self.primal, self.dual = float(gap.max()), float(primal.sum()), float(dual.sum())
+        self._cert = (primal, dual)          # the margins are exact now
+        self._cert_passes = sched.passes
         if gap.max() <= self.s.tol:
             self.done = self.converged = True
+        elif in_ram:                          # un-shrink inside the slab
+            sl.active[:] = 1
+            self.pgmax_old[:] = np.inf
+            self.pgmin_old[:] = -np.inf
         else:
             self._unshrink()
         return entry
@@ -499,6 +523,7 @@ class _Run:
             arrays["state." + name] = st.to_array()
         if self.slab is not None:
             arrays.update(self.slab.arrays())
+            arrays["outside_slab"] = self._outside_slab
         meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
                 "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
                 "eps_pg": self.eps_pg, "cert_passes": self._cert_passes,
@@ -535,6 +560,7 @@ class _Run:
             self.slab = _Slab.from_arrays(arrays)
             self.mode = "slab"
             self.sched.reserve(self.slab.nbytes)
+            self._outside_slab = np.array(arrays["outside_slab"])
 
 
 _HIST_FLOAT = ("passes", "primal", "dual", "gap", "pg_spread", "sweep_seconds", "mb_read",

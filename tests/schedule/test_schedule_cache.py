@@ -52,7 +52,7 @@ def test_zero_budget_reads_every_block_every_pass(store, order):
 @pytest.mark.parametrize("order", ["sequential", "cyclic", "random"])
 def test_partial_budget_serves_what_fits_on_every_pass(store, order):
     sizes = block_bytes(store)
-    sched = PassScheduler(store, memory=max(sizes) * 3, prefetch=2, seed=4)
+    sched = PassScheduler(store, memory=max(sizes) * 3 + _inflight(store, 2), prefetch=2, seed=4)
     sweep(sched, order)
     m = sched.cached_blocks
     assert 3 >= m >= 2 and sched.cache_bytes <= max(sizes) * 3
@@ -67,7 +67,7 @@ def test_partial_budget_serves_what_fits_on_every_pass(store, order):
 
 def test_cyclic_turn_blocks_come_from_cache(store):
     sizes = block_bytes(store)
-    sched = PassScheduler(store, memory=sum(sizes[:2]), prefetch=0)
+    sched = PassScheduler(store, memory=sum(sizes[:2]) + _inflight(store, 0), prefetch=0)
     sweep(sched, "cyclic")                         # ascending: blocks 0, 1 stay cached
     n0 = store.n_reads
     reads = []
@@ -84,7 +84,7 @@ def test_cyclic_turn_blocks_come_from_cache(store):
 def test_state_claims_memory_before_the_cache(store):
     sizes = block_bytes(store)
     budget = sum(sizes) + 50
-    sched = PassScheduler(store, memory=budget)
+    sched = PassScheduler(store, memory=budget + _inflight(store, 2))
     sweep(sched)
     assert sched.fully_cached
     alpha = sched.state("alpha", np.float64)                  # 800 bytes: in RAM ...
@@ -95,7 +95,7 @@ def test_state_claims_memory_before_the_cache(store):
     reads = sched.store_reads
     sweep(sched)
     assert sched.store_reads == reads + 10 - cached
-    huge = sched.state("huge", np.float64, width=budget // 800 + 1)
+    huge = sched.state("huge", np.float64, width=sched.memory // 800 + 1)
     assert huge.spilled and sched.cached_blocks == cached     # spilled: costs no budget
     sched.free_state("alpha")
     sweep(sched)                                              # room again: re-admitted
@@ -112,3 +112,19 @@ def test_cache_never_changes_block_values(store):
             assert x.id == y.id
             for name in ("indptr", "indices", "data", "y"):
                 np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+
+
+def _inflight(store, prefetch):
+    """Bytes the scheduler charges for blocks in flight (outside the cache)."""
+    return PassScheduler(store, memory=0, prefetch=prefetch).inflight_bytes
+
+
+def test_cached_split_blocks_do_not_pin_their_chunk(store):
+    """A block cut from a chunk is cached as a compact copy, not a view of the chunk."""
+    sched = PassScheduler(store, memory="1GB", block_rows=3)
+    sweep(sched)
+    assert sched.fully_cached
+    for b in range(sched.n_blocks):
+        blk = sched._backend.cache.get(b)
+        if not sched._layout.whole[b]:
+            assert blk.indices.base is None and blk.data.base is None
