@@ -170,7 +170,7 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     sink = _WriterThread(writer)
     try:
         blocks = _parsed_blocks(files, storage_options, start, bounds, sort_indices,
-                                block_bytes, crcs)
+                                block_bytes, crcs, index_dtype, dtype)
         if shuffle:
             _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, shuffle_memory,
                       scratch_dir, bar)
@@ -199,7 +199,8 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     return store
 
 
-def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs):
+def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs,
+                   index_dtype, dtype):
     """Yield ``(TextBlock, (labels, indptr, indices, values), resume_position)``."""
     for blk in iter_blocks(files, storage_options, start=start, block_bytes=block_bytes):
         lo, hi = bounds.limits()
@@ -216,7 +217,9 @@ def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_by
         crcs[blk.file_index] = blk.crc
         pos = {"file": blk.file_index, "offset": blk.end_offset, "line": blk.end_line,
                "crc": blk.crc, "crcs": list(crcs), "zero": bounds.zero}
-        yield blk, (parsed.labels, parsed.indptr, indices, parsed.values), pos
+        # narrow to the store's dtypes here, so queued blocks take half the memory
+        yield blk, (parsed.labels, parsed.indptr, indices.astype(index_dtype),
+                    parsed.values.astype(dtype)), pos
 
 
 def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scratch_dir, bar):
@@ -255,7 +258,7 @@ def _advance(bar, nbytes, writer, rows=None):
 class _WriterThread:
     """Runs StoreWriter.append / save_progress in a background thread (bounded queue)."""
 
-    def __init__(self, writer: StoreWriter, depth: int = 3):
+    def __init__(self, writer: StoreWriter, depth: int = 2):
         self.writer = writer
         self.q: queue.Queue = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None

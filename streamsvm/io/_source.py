@@ -18,7 +18,7 @@ from ._urls import url_to_fs
 
 __all__ = ["TextBlock", "InputFile", "describe_inputs", "iter_blocks", "BLOCK_BYTES"]
 
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 4 << 20
 _COMPRESSION = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".lzma": "xz", ".zst": "zstd",
                 ".zstd": "zstd"}
 
@@ -178,7 +178,7 @@ def _block(file_index, url, data, line, offset, crc, counter) -> TextBlock:
 
 
 def iter_blocks(inputs: list[InputFile], storage_options=None, *, start=(0, 0, 1, 0),
-                block_bytes: int = BLOCK_BYTES, prefetch: int = 3, first_block_index: int = 0):
+                block_bytes: int = BLOCK_BYTES, prefetch: int = 2, first_block_index: int = 0):
     """Yield :class:`TextBlock` of all inputs in order, read ahead in a background thread.
 
     ``start`` = (file index, decompressed byte offset, line number, CRC-32 so far) to

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from ._jit import kernel, kernel_inline
 
-__all__ = ["dcd_sweep", "dcd_sweep_slab", "dcd_check", "dcd_terms_add", "row_sq_norms_bias"]
+__all__ = ["dcd_sweep", "dcd_slab_epochs", "dcd_check", "dcd_terms_add", "row_sq_norms_bias"]
 
 
 @kernel_inline
@@ -137,15 +137,74 @@ def dcd_sweep(indptrs, indicess, datas, yclss, slots, rows, pos, Cp, Cn, l2, B,
 
 
 @kernel
-def dcd_sweep_slab(indptr, indices, data, ycls, rows, pos, Cp, Cn, l2, B, out_W, out_wb,
-                   out_alpha, out_active, out_margin, qd, pgmax_old, pgmin_old, out_pg):
-    """:func:`dcd_sweep` over one in-memory CSR (the RAM slab of active rows)."""
-    steps = 0
-    for j in range(len(rows)):
-        steps += _visit(indptr, indices, data, ycls, rows[j], pos, Cp, Cn, l2, B, out_W,
-                        out_wb, out_alpha, out_active, out_margin, qd, pgmax_old, pgmin_old,
-                        out_pg)
-    return steps
+def dcd_slab_epochs(indptr, indices, data, ycls, pos, Cp, Cn, l2, B, shrinking, seed,
+                    max_visits, eps_pg, out_W, out_wb, out_alpha, out_active, out_margin, qd,
+                    pgmax_old_inout, pgmin_old_inout, work, out_pg, out_info):
+    """LIBLINEAR's in-memory epochs over the RAM slab, several per call.
+
+    Each epoch visits the active rows in a fresh random order (Fisher–Yates with numba's
+    generator seeded by ``seed``, so a call is reproducible) and then updates the
+    shrinking thresholds (spec_003 §1.5). Returns to the caller after the epoch in which
+    the visits reach ``max_visits`` or the projected-gradient spread falls to ``eps_pg``.
+
+    Parameters
+    ----------
+    indptr, indices, data, ycls, qd : the slab's CSR arrays, class ids and ``‖x_i‖² + B²``
+    pos, Cp, Cn, l2, B : as in :func:`dcd_sweep`
+    shrinking : bool
+    seed : int
+    max_visits : int
+    eps_pg : float
+    out_W, out_wb, out_alpha, out_active, out_margin : as in :func:`dcd_sweep`
+    pgmax_old_inout, pgmin_old_inout : ndarray of shape (k,)
+        Thresholds, updated after every epoch.
+    work : ndarray of shape (n_rows,), int64
+        Scratch for the visit order.
+    out_pg : ndarray of shape (k, 3)
+        ``[max PG, min PG, rows shrunk]`` of the last epoch.
+    out_info : ndarray of shape (4,)
+        ``[epochs, visits, PG spread of the last epoch, 1 if no row was active]``.
+    """
+    np.random.seed(seed)
+    k = len(pos)
+    epochs = 0
+    visits = 0
+    out_info[3] = 0.0
+    while True:
+        m = 0
+        for i in range(len(ycls)):
+            for c in range(k):
+                if out_active[i, c]:
+                    work[m] = i
+                    m += 1
+                    break
+        if m == 0:
+            out_info[3] = 1.0
+            break
+        for t in range(m - 1):
+            j = np.random.randint(t, m)
+            tmp = work[t]
+            work[t] = work[j]
+            work[j] = tmp
+        for c in range(k):
+            out_pg[c, 0], out_pg[c, 1], out_pg[c, 2] = -np.inf, np.inf, 0.0
+        for t in range(m):
+            _visit(indptr, indices, data, ycls, work[t], pos, Cp, Cn, l2, B, out_W, out_wb,
+                   out_alpha, out_active, out_margin, qd, pgmax_old_inout, pgmin_old_inout,
+                   out_pg)
+        epochs += 1
+        visits += m
+        spread = -np.inf
+        for c in range(k):
+            spread = max(spread, out_pg[c, 0] - out_pg[c, 1])
+            if shrinking:
+                pgmax_old_inout[c] = out_pg[c, 0] if out_pg[c, 0] > 0.0 else np.inf
+                pgmin_old_inout[c] = out_pg[c, 1] if out_pg[c, 1] < 0.0 else -np.inf
+        out_info[2] = spread
+        if spread <= eps_pg or visits >= max_visits:
+            break
+    out_info[0] = epochs
+    out_info[1] = visits
 
 
 @kernel

@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 from ..exceptions import ConvergenceWarning, InvalidParameterError
-from ..kernels._dcd import (dcd_check, dcd_sweep, dcd_sweep_slab, dcd_terms_add,
+from ..kernels._dcd import (dcd_check, dcd_slab_epochs, dcd_sweep, dcd_terms_add,
                             row_sq_norms_bias)
 from ..io._shuffle import _take_rows
 from ._base import SolveResult, check_param, class_costs, register
@@ -208,7 +208,6 @@ class _Run:
         self.pgmax_old = np.full(k, np.inf)
         self.pgmin_old = np.full(k, -np.inf)
         self.eps_pg = 0.1          # LIBLINEAR's default dual stopping tolerance
-        self._cert, self._cert_passes = None, 0.0
         self._outside_slab = np.zeros((k, 3))
         self.mode = "stream"
         self.build_slab = False
@@ -228,23 +227,17 @@ class _Run:
         t0 = time.perf_counter()
         bytes0 = sched.bytes_read
         if self.mode == "slab":
-            self._slab_sweep(pg)
+            epochs, spread = self._slab_epochs(pg)      # thresholds updated in the kernel
         else:
             self._stream_sweep(pg)
-        self.n_iter += 1
-        spread = float(np.max(pg[:, 0] - pg[:, 1]))
-        # The certificate costs O(n_rows·k) array work: in the slab, where one sweep may
-        # visit few rows, refresh it once per half pass of visits (and when it may stop).
-        if (self.mode == "stream" or sched.passes - self._cert_passes >= 0.5
-                or spread <= self.eps_pg or self._cert is None):
-            self._cert = self._objectives()
-            self._cert_passes = sched.passes
-        primal, dual = self._cert
+            epochs, spread = 1, float(np.max(pg[:, 0] - pg[:, 1]))
+            self._update_thresholds(pg)
+        self.n_iter += epochs
+        primal, dual = self._objectives()
         gap = self._rel_gap(primal, dual)
         entry = {"iter": self.n_iter, "mode": self.mode, "passes": sched.passes,
                  "primal": float(primal.sum()), "dual": float(dual.sum()), "gap": float(gap.max()),
                  "active": int(self._active_rows()), "pg_spread": spread, "exact": False}
-        self._update_thresholds(pg)
         by_gap = gap.max() <= self.s.tol
         if by_gap or spread <= self.eps_pg:
             by_pg = not by_gap
@@ -383,19 +376,20 @@ class _Run:
         log.info("active set compacted: %d rows (%.1f MB) now in RAM", len(self.slab.rows),
                  self.slab.nbytes / 1e6)
 
-    def _slab_sweep(self, pg):
+    def _slab_epochs(self, pg):
+        """In-memory epochs on the slab until half a pass of visits (one kernel call)."""
         sl = self.slab
-        act = np.flatnonzero(sl.active.any(axis=1)).astype(np.int64)
-        if len(act) == 0:      # everything shrunk: un-shrink; the next sweep streams all rows
+        info = np.zeros(4)
+        seed = int(self.sched.rng(self.n_iter, 1).integers(2**31 - 1))
+        dcd_slab_epochs(sl.indptr, sl.indices, sl.data, sl.ycls, self.pos, self.Cp, self.Cn,
+                        self.l2, self.B, self.s.shrinking, seed, max(1, self.sched.n_rows // 2),
+                        self.eps_pg, self.W, self.wb, sl.alpha, sl.active, sl.margin, sl.qd,
+                        self.pgmax_old, self.pgmin_old, np.empty(len(sl.rows), np.int64), pg,
+                        info)
+        self.sched.count_rows(int(info[1]))
+        if info[3]:            # everything shrunk: un-shrink; the next sweep streams all rows
             self._unshrink()
-            return
-        order = act[self.sched.rng(self.n_iter, 1).permutation(len(act))]
-        dcd_sweep_slab(sl.indptr, sl.indices, sl.data, sl.ycls, order, self.pos, self.Cp,
-                       self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.active,
-                       sl.margin, sl.qd, self.pgmax_old, self.pgmin_old, pg)
-        if not self.s.shrinking:
-            sl.active[:] = 1
-        self.sched.count_rows(len(order))
+        return max(1, int(info[0])), float(info[2]) if info[0] else -np.inf
 
     def _leave_slab(self):
         """Write the slab's per-row state back to the scheduler's states."""
@@ -478,8 +472,6 @@ class _Run:
                      passes=sched.passes, exact=True,
                      pg_spread=float((stats[:, 0] - stats[:, 1]).max()))
         self.gap, self.primal, self.dual = float(gap.max()), float(primal.sum()), float(dual.sum())
-        self._cert = (primal, dual)          # the margins are exact now
-        self._cert_passes = sched.passes
         if gap.max() <= self.s.tol:
             self.done = self.converged = True
         elif in_ram:                          # un-shrink inside the slab
@@ -517,8 +509,6 @@ class _Run:
                   "pgmin_old": self.pgmin_old, "initialized": self.initialized,
                   "block_active": self.block_active,
                   "block_active_bytes": self.block_active_bytes}
-        if self._cert is not None:
-            arrays["cert.primal"], arrays["cert.dual"] = self._cert
         for name, st in self.sched.states.items():
             arrays["state." + name] = st.to_array()
         if self.slab is not None:
@@ -526,7 +516,7 @@ class _Run:
             arrays["outside_slab"] = self._outside_slab
         meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
                 "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
-                "eps_pg": self.eps_pg, "cert_passes": self._cert_passes,
+                "eps_pg": self.eps_pg,
                 "done": self.done, "converged": self.converged, "gap": self.gap,
                 "primal": self.primal, "dual": self.dual,
                 "sched": self.sched.state_dict(), "saved_at": self.saved_at}
@@ -551,9 +541,6 @@ class _Run:
         self.eps_pg = float(meta["eps_pg"])
         self.done, self.converged = bool(meta["done"]), bool(meta["converged"])
         self.gap, self.primal, self.dual = (float(meta[k]) for k in ("gap", "primal", "dual"))
-        self._cert_passes = float(meta["cert_passes"])
-        if "cert.primal" in arrays:
-            self._cert = (np.array(arrays["cert.primal"]), np.array(arrays["cert.dual"]))
         self.history = _history_from_arrays(arrays)
         self.saved_at = float(meta["saved_at"])
         if meta["mode"] == "slab":
