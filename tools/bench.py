@@ -66,6 +66,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from tools._machine import machine_info  # noqa: E402
 from tools._bench_eval import (ObjectiveAccumulator, best_objective, first_within,  # noqa: E402
                                rel_gap)
 
@@ -142,32 +143,6 @@ def _version(dist: str):
 def maxrss_bytes(ru_maxrss: int, system: str | None = None) -> int:
     """``ru_maxrss`` in bytes (Linux reports KiB, macOS bytes)."""
     return int(ru_maxrss) * (1 if (system or platform.system()) == "Darwin" else 1024)
-
-
-def machine_info() -> dict:
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        import psutil
-        mem = psutil.virtual_memory().total
-        physical = psutil.cpu_count(logical=False)
-    except Exception:  # noqa: BLE001
-        mem = physical = None
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return {"cpu_model": cpu or platform.processor() or None, "cpu_count": os.cpu_count(),
-            "cpu_physical": physical, "cpus_usable": usable, "memory_bytes": mem,
-            "platform": platform.platform(), "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
 def versions() -> dict:

@@ -269,35 +269,10 @@ def _version(dist: str):
 
 
 def machine_info() -> dict:
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = None
-    try:
-        import psutil
-        mem = psutil.virtual_memory().total
-    except Exception:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return {
-        "cpu_model": cpu or platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": usable,
-        "memory_bytes": mem,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {d: _version(d) for d in ("streamsvm", "numpy", "numba", "zarr", "numcodecs",
-                                              "scikit-learn", "fsspec", "zstandard", "scipy")},
-    }
+    from tools._machine import machine_info as base
+    return dict(base(), versions={d: _version(d) for d in (
+        "streamsvm", "numpy", "numba", "zarr", "numcodecs", "scikit-learn", "fsspec",
+        "zstandard", "scipy")})
 
 
 # --------------------------------------------------------------------------------------------
