@@ -203,15 +203,21 @@ class _Run:
         nb = sched.n_blocks
         self.initialized = np.zeros(nb, dtype=bool)
         self.block_active = np.asarray(sched.block_sizes, dtype=np.int64).copy()
-        self.block_active_bytes = np.zeros(nb, dtype=np.int64)
         self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
+        self.block_active_bytes = np.zeros(nb, dtype=np.int64)
+        sizes = np.asarray(sched.block_sizes, dtype=np.int64)
+        for c, nnz in enumerate(store.chunk_nnz):      # spread each chunk's nnz over its blocks
+            blocks = np.flatnonzero(sched.block_chunks == c)
+            share = sizes[blocks] / max(1, int(sizes[blocks].sum()))
+            self.block_active_bytes[blocks] = (share * int(nnz) * self.row_bytes).astype(np.int64)
         self.pgmax_old = np.full(k, np.inf)
         self.pgmin_old = np.full(k, -np.inf)
         self.eps_pg = 0.1          # LIBLINEAR's default dual stopping tolerance
         self._outside_slab = np.zeros((k, 3))
         self.mode = "stream"
-        self.build_slab = False
         self.slab: _Slab | None = None
+        # When the whole store fits the budget, the first pass already builds the slab.
+        self.build_slab = solver.slab_enabled and self._slab_fits()
         self.n_iter = 0
         self.saved_at = 0.0
         self.history: list[dict] = []
