@@ -93,6 +93,20 @@ _WSCALE = 2.0 * math.sqrt(3.0) * 2.0 ** -53  # (z >> 11) - 2**52 -> [-sqrt 3, sq
 # text formatting kernel
 # --------------------------------------------------------------------------------------------
 
+@numba.njit(cache=_CACHE, nogil=True, inline="always")
+def _write_uint(out, pos, x):
+    """Write the decimal digits of a non-negative integer at ``out[pos:]``; return the end."""
+    nd = 1
+    t = x // 10
+    while t > 0:
+        nd += 1
+        t //= 10
+    for q in range(nd - 1, -1, -1):
+        out[pos + q] = 48 + x % 10
+        x //= 10
+    return pos + nd
+
+
 @numba.njit(cache=_CACHE, nogil=True)
 def _format_block(labels, indptr, indices, mant, expo, neg, offset, binary_labels, binary_values,
                   out):
@@ -110,29 +124,11 @@ def _format_block(labels, indptr, indices, mant, expo, neg, offset, binary_label
             out[pos + 1] = 49  # '1'
             pos += 2
         else:
-            x = lab
-            nd = 1
-            t = x // 10
-            while t > 0:
-                nd += 1
-                t //= 10
-            for q in range(nd - 1, -1, -1):
-                out[pos + q] = 48 + x % 10
-                x //= 10
-            pos += nd
+            pos = _write_uint(out, pos, lab)
         for k in range(indptr[i], indptr[i + 1]):
             out[pos] = 32  # ' '
             pos += 1
-            x = indices[k] + offset
-            nd = 1
-            t = x // 10
-            while t > 0:
-                nd += 1
-                t //= 10
-            for q in range(nd - 1, -1, -1):
-                out[pos + q] = 48 + x % 10
-                x //= 10
-            pos += nd
+            pos = _write_uint(out, pos, indices[k] + offset)
             out[pos] = 58  # ':'
             pos += 1
             if binary_values:
