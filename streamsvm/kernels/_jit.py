@@ -3,8 +3,9 @@
 Such kernels are compiled without numba's reference-counting runtime (NRT, the private
 option ``_nrt=False`` that numba's own string code uses): with it, every call of a helper
 that receives an array, and every item taken from a tuple of arrays, costs an atomic
-reference-count update that numba does not optimise away — measured 7–10× slower on the
-libsvm tokenizer and 2–3× on the dual CD sweep. If a future numba drops the option,
+reference-count update that numba does not optimise away, which made the libsvm tokenizer
+and the dual CD sweep several times slower in microbenchmarks while this module was written
+(not re-measured by a tool in tools/). If a future numba drops the option,
 kernels compile normally (slower, still correct). Kernels that allocate arrays must use
 plain ``numba.njit(cache=True, nogil=True)``.
 """
