@@ -17,7 +17,10 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 
+import numpy as np
+
 from ..exceptions import StoreError
+from ..io import Chunk
 from ._blocks import Block, BlockLayout
 from ._cache import BlockCache
 from ._prefetch import read_ahead
@@ -85,6 +88,29 @@ class LocalBackend:
             raise StoreError(f"store {url!r}: cannot read block {b} (chunk {c}, rows "
                              f"[{start}, {stop})): {type(exc).__name__}: {exc}") from exc
         return Block(b, start, chunk.indptr, chunk.indices, chunk.data, chunk.y, chunk=c)
+
+    def read_all(self) -> Block:
+        """Every row of the store as one block (id -1), in one read where the store
+        supports ``read_rows``; nothing is cached."""
+        n = self.layout.n_rows
+        try:
+            if hasattr(self.store, "read_rows"):
+                chunk = self.store.read_rows(0, n)
+            else:
+                parts = [self.store.read_chunk(c) for c in range(self.store.n_chunks)]
+                lens = np.concatenate([[0]] + [np.diff(p.indptr) for p in parts])
+                chunk = Chunk(-1, 0, np.cumsum(lens), np.concatenate([p.indices for p in parts]),
+                              np.concatenate([p.data for p in parts]),
+                              np.concatenate([p.y for p in parts]))
+            if chunk.n_rows != n:
+                raise StoreError(f"expected {n} rows, got {chunk.n_rows}")
+        except Exception as exc:
+            url = getattr(self.store, "url", type(self.store).__name__)
+            raise StoreError(f"store {url!r}: cannot read rows [0, {n}): "
+                             f"{type(exc).__name__}: {exc}") from exc
+        self.store_reads += 1
+        self.bytes_read += chunk.nbytes
+        return Block(-1, 0, chunk.indptr, chunk.indices, chunk.data, chunk.y)
 
     def _read_part(self, c: int, start: int, stop: int):
         """Rows [start, stop) of chunk ``c``, decoding the chunk once for all its blocks.

@@ -221,6 +221,16 @@ class PassScheduler:
         """Count rows a solver visited outside a sweep (from its own RAM copy)."""
         self.rows_visited += int(n_rows)
 
+    def read_all(self) -> Block:
+        """The whole store as one block (id -1), read at once and not cached.
+
+        For a solver that keeps the data in its own RAM when it fits the budget (dcd's
+        slab; :meth:`reserve` the bytes): one bulk read instead of a streamed first pass.
+        Counts the bytes read, not rows visited (the solver counts its own visits with
+        :meth:`count_rows`).
+        """
+        return self._backend.read_all()
+
     # -- sweeps --------------------------------------------------------------------
     def blocks(self, order="sequential", *, active=None) -> Iterator[Block]:
         """Visit blocks one at a time: one sweep.

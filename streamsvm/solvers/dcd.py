@@ -45,8 +45,8 @@ import time
 import numpy as np
 
 from ..exceptions import ConvergenceWarning, InvalidParameterError
-from ..kernels._dcd import (dcd_check, dcd_slab_epochs, dcd_sweep, dcd_terms_add,
-                            row_sq_norms_bias)
+from ..kernels._dcd import (dcd_check, dcd_estimate, dcd_slab_epochs, dcd_sweep,
+                            dcd_terms_add, row_sq_norms_bias)
 from ..io._shuffle import _take_rows
 from ._base import SolveResult, check_param, class_costs, register
 
@@ -55,7 +55,7 @@ __all__ = ["DCDSolver"]
 log = logging.getLogger(__name__)
 
 LOSSES = ("hinge", "squared_hinge")
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 
 
 @dataclasses.dataclass
@@ -193,6 +193,13 @@ class _Run:
         self.W = np.zeros((self.k, d))
         self.wb = np.zeros(self.k)
         k = self.k
+        # every stored value is 1: the kernels read only the indices, the slab keeps no data
+        self.unit = bool(getattr(store, "binary_values", False))
+        # rows shrunk at the upper bound: Σ C_i y_i x_i and [Σ C_i y_i B, Σ C_i] (kernel doc)
+        self.zu = np.zeros((k, d))
+        self.zs = np.zeros((k, 2))
+        self._cert = np.zeros((k, 2))
+        self._cert_fresh = False
         # 8k + 1k + 4k + 2 + 4 bytes per row: alpha needs float64; the recorded margins
         # only feed the certificate and ‖x_i‖² only the step size, so float32 suffices.
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
@@ -213,9 +220,15 @@ class _Run:
         self.pgmax_old = np.full(k, np.inf)
         self.pgmin_old = np.full(k, -np.inf)
         self.eps_pg = 0.1          # LIBLINEAR's default dual stopping tolerance
-        self._outside_slab = np.zeros((k, 3))
         self.mode = "stream"
         self.slab: _Slab | None = None
+        self._slab_active = 0
+        # Exact checks asked for by the estimated gap (≤ gap_trigger) wait until rows_visited
+        # reaches _check_due, so that they cost at most about as much as the work between
+        # them (a check reads every row once: half a slab epoch's work when the slab holds
+        # every row, a streamed pass plus the slab rebuild otherwise).
+        self.gap_trigger = solver.tol
+        self._check_due = 0
         # When the whole store fits the budget, the first pass already builds the slab.
         self.build_slab = solver.slab_enabled and self._slab_fits()
         self.n_iter = 0
@@ -232,6 +245,9 @@ class _Run:
         pg[:, 0], pg[:, 1] = -np.inf, np.inf
         t0 = time.perf_counter()
         bytes0 = sched.bytes_read
+        if self.mode == "stream" and self.build_slab and not self.initialized.any():
+            self._load_slab()                           # the whole store fits: read it once
+        self._cert_fresh = False
         if self.mode == "slab":
             epochs, spread = self._slab_epochs(pg)      # thresholds updated in the kernel
         else:
@@ -244,14 +260,18 @@ class _Run:
         entry = {"iter": self.n_iter, "mode": self.mode, "passes": sched.passes,
                  "primal": float(primal.sum()), "dual": float(dual.sum()), "gap": float(gap.max()),
                  "active": int(self._active_rows()), "pg_spread": spread, "exact": False}
-        by_gap = gap.max() <= self.s.tol
-        if by_gap or spread <= self.eps_pg:
-            by_pg = not by_gap
+        est = float(gap.max())
+        by_gap = est <= self.gap_trigger and sched.rows_visited >= self._check_due
+        by_pg = spread <= self.eps_pg
+        if by_gap or by_pg:
             entry = self._exact_check(entry)
             if not self.done and by_pg:
                 # LIBLINEAR's test (PG spread ≤ eps) fired but the exact gap is too large:
                 # tighten it so the next exact check comes when it can succeed.
                 self.eps_pg = max(self.eps_pg * 0.1, 1e-12)
+            if not self.done and by_gap:
+                # the estimate was optimistic by gap/est: ask that much more of it next time
+                self.gap_trigger = self.s.tol * min(1.0, max(0.01, est / max(self.gap, 1e-300)))
         elif self.mode == "stream" and self.slab is None and self.s.slab_enabled:
             self.build_slab = self._slab_fits()
         if not self.done and sched.passes >= self.s.max_passes:
@@ -319,7 +339,7 @@ class _Run:
     def _views(self, block):
         if not self.initialized[block.id]:
             self.ycls.view(block)[:] = (block.y > 0) if self.task == "binary" else block.y
-            row_sq_norms_bias(block.indptr, block.data, self.B, self.qd.view(block))
+            row_sq_norms_bias(block.indptr, block.data, self.unit, self.B, self.qd.view(block))
             self.initialized[block.id] = True
         return (self.alpha.view(block), self.active.view(block), self.margin.view(block),
                 self.ycls.view(block), self.qd.view(block))
@@ -333,11 +353,12 @@ class _Run:
         if len(group) == 1:
             group, views = group * 2, views * 2
         dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
-                  tuple(b.data for b in group), tuple(v[3] for v in views[:2]), slots[perm],
+                  tuple(b.data for b in group), self.unit, tuple(v[3] for v in views[:2]),
+                  slots[perm],
                   order[perm], self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb,
                   tuple(v[0] for v in views[:2]), tuple(v[1] for v in views[:2]),
                   tuple(v[2] for v in views[:2]), tuple(v[4] for v in views[:2]),
-                  self.pgmax_old, self.pgmin_old, pg)
+                  self.pgmax_old, self.pgmin_old, pg, self.zu, self.zs)
         seen = set()
         for b, v in zip(group, views):
             if b.id in seen:
@@ -354,13 +375,20 @@ class _Run:
                                b.row_start + r, v[3][r], v[4][r], v[0][r], v[1][r], v[2][r]))
 
     # -- slab -----------------------------------------------------------------------
+    @property
+    def _row_state_bytes(self) -> int:
+        """Slab bytes per row besides its CSR entries (see _Slab)."""
+        return 13 * self.k + 22
+
     def _slab_state_bytes(self) -> int:
         rows = int(self.block_active.sum())
-        return int(self.block_active_bytes.sum()) + rows * (13 * self.k + 22)
+        return int(self.block_active_bytes.sum()) + rows * self._row_state_bytes
+
+    def _slab_budget(self) -> int:
+        return self.sched.memory - self.sched.state_bytes - self.W.nbytes - self.zu.nbytes
 
     def _slab_fits(self) -> bool:
-        budget = self.sched.memory - self.sched.state_bytes - self.W.nbytes
-        return 0 < self._slab_state_bytes() <= budget
+        return 0 < self._slab_state_bytes() <= self._slab_budget()
 
     def _enter_slab(self, pieces):
         self.build_slab = False
@@ -371,29 +399,55 @@ class _Run:
         indptr = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
         cat = lambda j: np.ascontiguousarray(np.concatenate([p[j] for p in pieces]))  # noqa: E731
-        self.slab = _Slab(indptr, np.concatenate([c[2] for c in csr]),
-                          np.concatenate([c[3] for c in csr]), cat(2), cat(3), cat(1),
-                          cat(4), cat(5), cat(6))
+        data = np.empty(0, self.sched.store.dtype) if self.unit else \
+            np.concatenate([c[3] for c in csr])
+        self._set_slab(_Slab(indptr, np.concatenate([c[2] for c in csr]), data, cat(2), cat(3),
+                             cat(1), cat(4), cat(5), cat(6)))
+
+    def _load_slab(self):
+        """Read the whole store into the slab at once (it fits the budget): no streamed
+        first pass, the first sweep is already an in-memory epoch."""
+        self.build_slab = False
+        blk = self.sched.read_all()
+        n = blk.n_rows
+        ycls = ((blk.y > 0) if self.task == "binary" else blk.y).astype(self.ycls.dtype)
+        qd = np.empty(n, np.float32)
+        row_sq_norms_bias(blk.indptr, blk.data, self.unit, self.B, qd)
+        data = np.empty(0, blk.data.dtype) if self.unit else blk.data
+        k = self.k
+        self._set_slab(_Slab(blk.indptr, blk.indices, data, ycls, qd, np.arange(n, dtype=np.int64),
+                             np.zeros((n, k)), np.ones((n, k), np.uint8),
+                             np.zeros((n, k), np.float32)))
+
+    def _set_slab(self, slab):
+        self.slab = slab
         self.mode = "slab"
-        self.sched.reserve(self.slab.nbytes)
-        self._outside_slab = self._terms(self.ycls.values, self.alpha.values,
-                                         self.margin.values) - \
-            self._terms(self.slab.ycls, self.slab.alpha, self.slab.margin)
-        log.info("active set compacted: %d rows (%.1f MB) now in RAM", len(self.slab.rows),
-                 self.slab.nbytes / 1e6)
+        self.sched.reserve(slab.nbytes)
+        self._slab_active = len(slab.rows)
+        log.info("active set compacted: %d rows (%.1f MB) now in RAM", len(slab.rows),
+                 slab.nbytes / 1e6)
+
+    @property
+    def _slab_full(self) -> bool:
+        return self.slab is not None and len(self.slab.rows) == self.sched.n_rows
 
     def _slab_epochs(self, pg):
         """In-memory epochs on the slab until half a pass of visits (one kernel call)."""
         sl = self.slab
-        info = np.zeros(4)
-        seed = int(self.sched.rng(self.n_iter, 1).integers(2**31 - 1))
-        dcd_slab_epochs(sl.indptr, sl.indices, sl.data, sl.ycls, self.pos, self.Cp, self.Cn,
-                        self.l2, self.B, self.s.shrinking, seed, max(1, self.sched.n_rows // 2),
-                        self.eps_pg, self.W, self.wb, sl.alpha, sl.active, sl.margin, sl.qd,
-                        self.pgmax_old, self.pgmin_old, np.empty(len(sl.rows), np.int64), pg,
+        info = np.zeros(5)
+        rng_state = self.sched.rng(self.n_iter, 1).integers(2**63, size=1, dtype=np.uint64)
+        dcd_slab_epochs(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
+                        self.Cn, self.l2, self.B, self.s.shrinking, rng_state,
+                        max(1, self.sched.n_rows), self.eps_pg, self.gap_trigger,
+                        self._check_due - self.sched.rows_visited,
+                        self.W, self.wb,
+                        sl.alpha, sl.active, sl.margin, sl.qd, self.pgmax_old, self.pgmin_old,
+                        np.empty(len(sl.rows), np.int64), pg, self.zu, self.zs, self._cert,
                         info)
         self.sched.count_rows(int(info[1]))
-        if info[3]:            # everything shrunk: un-shrink; the next sweep streams all rows
+        self._slab_active = int(info[4])
+        self._cert_fresh = True
+        if info[3]:            # everything shrunk: un-shrink (LIBLINEAR does the same)
             self._unshrink()
         return max(1, int(info[0])), float(info[2]) if info[0] else -np.inf
 
@@ -410,24 +464,26 @@ class _Run:
         self.sched.reserve(0)
 
     # -- certificate ----------------------------------------------------------------
-    def _terms(self, ycls, alpha, margin) -> np.ndarray:
-        out = np.zeros((self.k, 3))
-        dcd_terms_add(ycls, alpha, margin, self.pos, self.Cp, self.Cn, self.l2, out)
-        return out
-
     def _objectives(self):
-        """Per-model primal (from recorded margins) and exact dual objectives.
+        """Per-model primal estimate and exact dual objective.
 
-        One kernel pass over the in-RAM state (no copies); in the slab, the rows outside
-        it are frozen, so their sums are taken once when the slab is built.
+        The primal takes the margins recorded at the last visit of the active rows, and
+        the shrunk rows through ``zu``/``zs`` (kernels/_dcd.py module doc). In the slab the
+        kernel computed both after its last epoch; when streaming, one kernel pass over
+        the in-RAM state (no copies).
         """
-        if self.slab is None:
-            t = self._terms(self.ycls.values, self.alpha.values, self.margin.values)
-        else:
+        if not self._cert_fresh:
+            t = np.zeros((self.k, 3))
             sl = self.slab
-            t = self._outside_slab + self._terms(sl.ycls, sl.alpha, sl.margin)
-        reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
-        return reg + t[:, 0], -(reg + t[:, 2] - t[:, 1])
+            if sl is None:
+                dcd_terms_add(self.ycls.values, self.alpha.values, self.active.values,
+                              self.margin.values, self.pos, self.Cp, self.Cn, self.l2, t)
+            else:               # the rows outside the slab are all shrunk
+                dcd_terms_add(sl.ycls, sl.alpha, sl.active, sl.margin, self.pos, self.Cp,
+                              self.Cn, self.l2, t)
+            dcd_estimate(self.W, self.wb, self.zu, self.zs, t, self._cert)
+            self._cert_fresh = True
+        return self._cert[:, 0].copy(), self._cert[:, 1].copy()
 
     @staticmethod
     def _rel_gap(primal, dual):
@@ -442,62 +498,96 @@ class _Run:
             self.pgmin_old[:] = -np.inf
 
     def _exact_check(self, entry):
-        """Read-only pass: exact margins, primal, PG spread; stop or un-shrink.
+        """Exact margins, primal and PG spread at the current w; stop, or re-activate the
+        shrunk rows that violate their optimality condition and go on.
 
         When the RAM slab holds every row the pass runs there (no I/O) and the solver
-        stays in the slab; otherwise it streams the store and un-shrinks into streaming.
+        stays in the slab; otherwise it streams the store (leaving a partial slab, whose
+        outside rows may come back).
         """
         k, sched = self.k, self.sched
-        sl = self.slab
-        in_ram = sl is not None and len(sl.rows) == sched.n_rows
-        if in_ram:
-            stats = np.empty((k, 3))
-            dcd_check(sl.indptr, sl.indices, sl.data, sl.ycls, self.pos, self.Cp, self.Cn,
-                      self.l2, self.B, self.W, self.wb, sl.alpha, sl.margin, stats)
+        _, dual = self._objectives()            # exact; computed before active changes
+        self.zu[:] = 0.0
+        self.zs[:] = 0.0
+        if self._slab_full:
+            sl = self.slab
+            stats = np.empty((k, 4))
+            dcd_check(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
+                      self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.margin, sl.active,
+                      self.zu, self.zs, stats)
             sched.count_rows(sched.n_rows)
+            self._slab_active = int(sl.active.any(axis=1).sum())
         else:
             self._leave_slab()
+            # the same pass collects the rows left active into a new slab while they fit
+            pieces = [] if self.s.slab_enabled else None
+            room = [self._slab_budget()]
 
-            def check(block):
-                alpha, _, margin, ycls, _ = self._views(block)
-                out = np.empty((k, 3))
-                dcd_check(block.indptr, block.indices, block.data, ycls, self.pos, self.Cp,
-                          self.Cn, self.l2, self.B, self.W, self.wb, alpha, margin, out)
+            def check(block):       # runs in this thread, in block order: zu sums are fixed
+                nonlocal pieces
+                alpha, active, margin, ycls, qd = self._views(block)
+                out = np.empty((k, 4))
+                dcd_check(block.indptr, block.indices, block.data, self.unit, ycls, self.pos,
+                          self.Cp, self.Cn, self.l2, self.B, self.W, self.wb, alpha, margin,
+                          active, self.zu, self.zs, out)
+                act = active.any(axis=1)
+                nnz = int(np.diff(block.indptr)[act].sum())
+                self.block_active[block.id] = int(act.sum())
+                self.block_active_bytes[block.id] = nnz * self.row_bytes
+                if pieces is not None:
+                    room[0] -= nnz * self.row_bytes + int(act.sum()) * self._row_state_bytes
+                    if room[0] < 0:
+                        pieces = None
+                    else:
+                        r = np.flatnonzero(act)
+                        pieces.append((_take_rows(r, block.y, block.indptr, block.indices,
+                                                  block.data), block.row_start + r, ycls[r],
+                                       qd[r], alpha[r], active[r], margin[r]))
                 return out
 
             def combine(acc, p):
-                return np.stack([np.maximum(acc[:, 0], p[:, 0]),
-                                 np.minimum(acc[:, 1], p[:, 1]), acc[:, 2] + p[:, 2]], axis=1)
+                return np.stack([np.maximum(acc[:, 0], p[:, 0]), np.minimum(acc[:, 1], p[:, 1]),
+                                 acc[:, 2] + p[:, 2], acc[:, 3] + p[:, 3]], axis=1)
 
             stats = sched.map_reduce(check, combine=combine)
+            if pieces and self._rel_gap(0.5 * (np.einsum("kd,kd->k", self.W, self.W)
+                                               + self.wb ** 2) + stats[:, 2],
+                                        dual).max() > self.s.tol:
+                self._enter_slab(pieces)
+        self._check_due = sched.rows_visited + (sched.n_rows // 2 if self._slab_full
+                                                else 2 * sched.n_rows)
+        self._cert_fresh = False
         reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
         primal = reg + stats[:, 2]
-        _, dual = self._objectives()
         gap = self._rel_gap(primal, dual)
         entry.update(primal=float(primal.sum()), dual=float(dual.sum()), gap=float(gap.max()),
-                     passes=sched.passes, exact=True,
+                     passes=sched.passes, exact=True, active=self._active_rows(),
                      pg_spread=float((stats[:, 0] - stats[:, 1]).max()))
         self.gap, self.primal, self.dual = float(gap.max()), float(primal.sum()), float(dual.sum())
         if gap.max() <= self.s.tol:
             self.done = self.converged = True
-        elif in_ram:                          # un-shrink inside the slab
-            sl.active[:] = 1
-            self.pgmax_old[:] = np.inf
-            self.pgmin_old[:] = -np.inf
-        else:
-            self._unshrink()
+        elif self.slab is None and self.s.slab_enabled:
+            self.build_slab = self._slab_fits()
         return entry
 
     def _unshrink(self):
+        """Every row active again (inside the slab when it holds every row)."""
+        self.zu[:] = 0.0
+        self._cert_fresh = False
+        self.zs[:] = 0.0
+        self.pgmax_old[:] = np.inf
+        self.pgmin_old[:] = -np.inf
+        if self._slab_full:
+            self.slab.active[:] = 1
+            self._slab_active = len(self.slab.rows)
+            return
         self._leave_slab()
         self.active.fill(1)
         self.block_active[:] = self.sched.block_sizes
-        self.pgmax_old[:] = np.inf
-        self.pgmin_old[:] = -np.inf
 
     def _active_rows(self) -> int:
         if self.slab is not None:
-            return int(self.slab.active.any(axis=1).sum())
+            return self._slab_active
         return int(self.block_active.sum())
 
     # -- results and checkpoints -----------------------------------------------------
@@ -511,7 +601,8 @@ class _Run:
                            self.converged, self.gap, self.primal, self.dual, list(self.history))
 
     def snapshot(self):
-        arrays = {"W": self.W, "wb": self.wb, "pgmax_old": self.pgmax_old,
+        arrays = {"W": self.W, "wb": self.wb, "zu": self.zu, "zs": self.zs, "cert": self._cert,
+                  "pgmax_old": self.pgmax_old,
                   "pgmin_old": self.pgmin_old, "initialized": self.initialized,
                   "block_active": self.block_active,
                   "block_active_bytes": self.block_active_bytes}
@@ -519,10 +610,11 @@ class _Run:
             arrays["state." + name] = st.to_array()
         if self.slab is not None:
             arrays.update(self.slab.arrays())
-            arrays["outside_slab"] = self._outside_slab
         meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
                 "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
-                "eps_pg": self.eps_pg,
+                "slab_active": self._slab_active if self.slab is not None else 0,
+                "eps_pg": self.eps_pg, "gap_trigger": self.gap_trigger,
+                "check_due": self._check_due,
                 "done": self.done, "converged": self.converged, "gap": self.gap,
                 "primal": self.primal, "dual": self.dual,
                 "sched": self.sched.state_dict(), "saved_at": self.saved_at}
@@ -534,6 +626,9 @@ class _Run:
             raise InvalidParameterError("checkpoint is not a dcd checkpoint of this version")
         self.W[:] = arrays["W"]
         self.wb[:] = arrays["wb"]
+        self.zu[:] = arrays["zu"]
+        self.zs[:] = arrays["zs"]
+        self._cert[:] = arrays["cert"]
         self.pgmax_old[:] = arrays["pgmax_old"]
         self.pgmin_old[:] = arrays["pgmin_old"]
         self.initialized[:] = arrays["initialized"]
@@ -545,15 +640,15 @@ class _Run:
         self.n_iter = int(meta["n_iter"])
         self.build_slab = bool(meta["build_slab"])
         self.eps_pg = float(meta["eps_pg"])
+        self.gap_trigger = float(meta["gap_trigger"])
+        self._check_due = int(meta["check_due"])
         self.done, self.converged = bool(meta["done"]), bool(meta["converged"])
         self.gap, self.primal, self.dual = (float(meta[k]) for k in ("gap", "primal", "dual"))
         self.history = _history_from_arrays(arrays)
         self.saved_at = float(meta["saved_at"])
         if meta["mode"] == "slab":
-            self.slab = _Slab.from_arrays(arrays)
-            self.mode = "slab"
-            self.sched.reserve(self.slab.nbytes)
-            self._outside_slab = np.array(arrays["outside_slab"])
+            self._set_slab(_Slab.from_arrays(arrays))
+            self._slab_active = int(meta["slab_active"])
 
 
 _HIST_FLOAT = ("passes", "primal", "dual", "gap", "pg_spread", "sweep_seconds", "mb_read",
