@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import IncompleteStoreError, StoreError, StoreNotFoundError
+from ._direct import DirectArray
 from ._urls import join_url, url_to_fs
 
 __all__ = ["Chunk", "Store", "StoreMeta", "open_store", "FORMAT_VERSION", "ATTRS_KEY"]
@@ -150,6 +151,7 @@ class Store(StoreMeta):
         self.storage_options = dict(storage_options or {})
         self.meta = meta
         self._arrays: dict[str, Any] | None = None
+        self._direct = False
         self._lock = threading.Lock()
 
     # -- pickling: drop the open zarr handles ---------------------------------------
@@ -164,20 +166,39 @@ class Store(StoreMeta):
                 f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
 
     # -- data ----------------------------------------------------------------------
+    @property
+    def range_reads(self) -> bool:
+        """Whether reading a row range decodes only the inner chunks it overlaps, with no
+        per-read overhead worth batching (the arrays are read by :mod:`._direct`)."""
+        return self._open_arrays() is not None and self._direct
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the direct reader keeps decoded between reads (0 through zarr)."""
+        arrays = self._open_arrays()
+        return sum(a.held_bytes for a in arrays.values()) if self._direct else 0
+
     def _open_arrays(self) -> dict[str, Any]:
         with self._lock:
             if self._arrays is None:
-                import zarr
-                group = zarr.open_group(_zarr_store(self.url, self.storage_options, "r"), mode="r")
                 names = ["indptr", "indices", "y"] + ([] if self.binary_values else ["data"])
-                self._arrays = {name: group[name] for name in names}
+                fs, path = url_to_fs(self.url, self.storage_options)
+                direct = {name: DirectArray.open(fs, join_url(path, name)) for name in names}
+                self._direct = all(a is not None for a in direct.values())
+                if self._direct:
+                    self._arrays = direct
+                else:           # not the converter's layout: zarr reads anything
+                    import zarr
+                    group = zarr.open_group(_zarr_store(self.url, self.storage_options, "r"),
+                                            mode="r")
+                    self._arrays = {name: group[name] for name in names}
             return self._arrays
 
     def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
         """Read global rows ``[start, stop)`` as a :class:`Chunk`."""
         arrays = self._open_arrays()
         try:
-            if start == 0 and stop == self.n_rows:
+            if start == 0 and stop == self.n_rows and not self._direct:
                 # the whole store: entries [0, nnz) are known, so read every array at once
                 names = [n for n in ("indptr", "indices", "data", "y") if n in arrays]
                 sel = {"indptr": slice(0, stop + 1), "y": slice(0, stop)}

@@ -62,10 +62,9 @@ def _row_axpy(indptr, indices, data, unit, i, a, out_W, c):
 
 
 @kernel_inline
-def _prefetch_state(indptr, ycls, qd, alpha, i):
+def _prefetch_state(indptr, ycls, alpha, i):
     prefetch(indptr, i)
     prefetch(ycls, i)
-    prefetch(qd, i)
     prefetch2(alpha, i, 0)
 
 
@@ -92,9 +91,27 @@ def _step(G, a, qd, U):
 
 
 @kernel_inline
-def _visit(indptr, indices, data, unit, ycls, i, pos, Cp, Cn, l2, B, out_W, out_wb,
-           out_alpha, out_active, out_margin, qd, pgmax_old, pgmin_old, out_pg, out_zu, out_zs):
-    """One visit of row ``i``: a coordinate step for every model still active on it."""
+def _row_qd(indptr, data, unit, i, B):
+    """``‖x_i‖² + B²``."""
+    if unit:
+        return B * B + (indptr[i + 1] - indptr[i])
+    s = B * B
+    for p in range(indptr[i], indptr[i + 1]):
+        v = np.float64(data[p])
+        s += v * v
+    return s
+
+
+@kernel_inline
+def _visit(indptr, indices, data, unit, ycls, i, qd_i, pos, Cp, Cn, l2, B, out_W, out_wb,
+           out_alpha, out_active, out_margin, record, pgmax_old, pgmin_old, out_pg, out_zu,
+           out_zs, out_terms, add_terms):
+    """One visit of row ``i``: a coordinate step for every model still active on it.
+
+    ``record``: store the visit-time margin in ``out_margin``; ``add_terms``: add the
+    certificate terms of the pairs still active after the visit to ``out_terms`` (as
+    :func:`dcd_terms_add`, with the visit-time margin).
+    """
     steps = 0
     for c in range(len(pos)):
         if out_active[i, c] == 0:
@@ -105,7 +122,8 @@ def _visit(indptr, indices, data, unit, ycls, i, pos, Cp, Cn, l2, B, out_W, out_
         U = np.inf if l2 else Ci
         D = 0.5 / Ci if l2 else 0.0
         m = yi * (_row_dot(indptr, indices, data, unit, i, out_W, c) + out_wb[c] * B)
-        out_margin[i, c] = m
+        if record:
+            out_margin[i, c] = m
         a = out_alpha[i, c]
         G = m - 1.0 + D * a
         PG = 0.0
@@ -132,24 +150,34 @@ def _visit(indptr, indices, data, unit, ycls, i, pos, Cp, Cn, l2, B, out_W, out_
         out_pg[c, 0] = max(out_pg[c, 0], PG)
         out_pg[c, 1] = min(out_pg[c, 1], PG)
         if abs(PG) > 1e-12:
-            a_new = _step(G, a, qd[i] + D, U)
+            a_new = _step(G, a, qd_i + D, U)
             out_alpha[i, c] = a_new
             d = (a_new - a) * yi
             _row_axpy(indptr, indices, data, unit, i, d, out_W, c)
             out_wb[c] += d * B
+            a = a_new
+        if add_terms:
+            xi = max(0.0, 1.0 - m)
+            if l2:
+                out_terms[c, 0] += Ci * xi * xi
+                out_terms[c, 2] += 0.25 / Ci * a * a
+            else:
+                out_terms[c, 0] += Ci * xi
+            out_terms[c, 1] += a
     return steps
 
 
 @kernel
 def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l2, B,
-              out_W, out_wb, out_alphas, out_actives, out_margins, qds, pgmax_old, pgmin_old,
-              out_pg, out_zu, out_zs):
+              out_W, out_wb, out_alphas, out_actives, pgmax_old, pgmin_old, out_pg, out_zu,
+              out_zs, out_terms):
     """Dual CD steps over ``rows`` of two resident blocks (the shuffle buffer).
 
     Parameters
     ----------
     indptrs, indicess, datas, yclss : tuples of 2 arrays
-        CSR arrays and class ids (int16/int32) of the resident blocks (slot 0 and 1).
+        CSR arrays and labels of the resident blocks (slot 0 and 1): the block's ``y``,
+        float32 ±1 (binary, ``pos = [1]``) or int32 class ids.
     unit : bool
         Every value is 1 (``datas`` not read).
     slots, rows : ndarray of shape (n_steps,)
@@ -164,10 +192,8 @@ def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l
         Bias feature value (0: no bias).
     out_W : ndarray of shape (k, n_features)
     out_wb : ndarray of shape (k,)
-    out_alphas, out_actives, out_margins : tuples of 2 arrays of shape (n_rows_slot, k)
-        Dual variables, active flags (uint8) and visit-time margins ``y_i (w·x_i + b)``.
-    qds : tuple of 2 arrays of shape (n_rows_slot,)
-        ``‖x_i‖² + B²``.
+    out_alphas, out_actives : tuples of 2 arrays of shape (n_rows_slot, k)
+        Dual variables and active flags (uint8).
     pgmax_old, pgmin_old : ndarray of shape (k,)
         Shrinking thresholds from the previous pass.
     out_pg : ndarray of shape (k, 3)
@@ -175,6 +201,8 @@ def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l
     out_zu : ndarray of shape (k, n_features)
     out_zs : ndarray of shape (k, 2)
         Sums over the rows shrunk at the upper bound (module doc); updated in place.
+    out_terms : ndarray of shape (k, 3)
+        Certificate terms of the visited pairs left active (:func:`dcd_terms_add`), added.
 
     Returns
     -------
@@ -186,15 +214,16 @@ def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l
     for j in range(n):
         if j + _AHEAD_STATE < n:
             s2 = slots[j + _AHEAD_STATE]
-            _prefetch_state(indptrs[s2], yclss[s2], qds[s2], out_alphas[s2],
-                            rows[j + _AHEAD_STATE])
+            _prefetch_state(indptrs[s2], yclss[s2], out_alphas[s2], rows[j + _AHEAD_STATE])
         if j + _AHEAD_ROW < n:
             s2 = slots[j + _AHEAD_ROW]
             _prefetch_row(indptrs[s2], indicess[s2], datas[s2], unit, rows[j + _AHEAD_ROW])
         s = slots[j]
-        steps += _visit(indptrs[s], indicess[s], datas[s], unit, yclss[s], rows[j], pos, Cp,
-                        Cn, l2, B, out_W, out_wb, out_alphas[s], out_actives[s],
-                        out_margins[s], qds[s], pgmax_old, pgmin_old, out_pg, out_zu, out_zs)
+        i = rows[j]
+        steps += _visit(indptrs[s], indicess[s], datas[s], unit, yclss[s], i,
+                        _row_qd(indptrs[s], datas[s], unit, i, B), pos, Cp, Cn, l2, B, out_W,
+                        out_wb, out_alphas[s], out_actives[s], out_alphas[s], False, pgmax_old,
+                        pgmin_old, out_pg, out_zu, out_zs, out_terms, True)
     return steps
 
 
@@ -320,13 +349,15 @@ def dcd_slab_epochs(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, shrin
             out_pg[c, 0], out_pg[c, 1], out_pg[c, 2] = -np.inf, np.inf, 0.0
         for t in range(m):
             if t + _AHEAD_STATE < m:
-                _prefetch_state(indptr, ycls, qd, out_alpha, work[t + _AHEAD_STATE])
+                r = work[t + _AHEAD_STATE]
+                _prefetch_state(indptr, ycls, out_alpha, r)
+                prefetch(qd, r)
             if t + _AHEAD_ROW < m:
                 _prefetch_row(indptr, indices, data, unit, work[t + _AHEAD_ROW])
             i = work[t]
-            _visit(indptr, indices, data, unit, ycls, i, pos, Cp, Cn, l2, B, out_W, out_wb,
-                   out_alpha, out_active, out_margin, qd, pgmax_old_inout, pgmin_old_inout,
-                   out_pg, out_zu, out_zs)
+            _visit(indptr, indices, data, unit, ycls, i, qd[i], pos, Cp, Cn, l2, B, out_W,
+                   out_wb, out_alpha, out_active, out_margin, True, pgmax_old_inout,
+                   pgmin_old_inout, out_pg, out_zu, out_zs, out_zs, False)
             since_cert += indptr[i + 1] - indptr[i] + 1
         epochs += 1
         visits += m
@@ -393,7 +424,7 @@ def _slab_certificate(work, m, ycls, alpha, active, margin, pos, Cp, Cn, l2, W, 
 
 @kernel
 def dcd_check(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, W, wb, alpha,
-              out_margins, out_active, out_zu, out_zs, out_stats):
+              out_active, out_zu, out_zs, out_terms, out_stats):
     """Exact optimality measures at fixed ``W``, and un-shrinking of the violators.
 
     Read-only on ``W`` and ``alpha``. A shrunk pair whose projected gradient at ``W`` is
@@ -407,13 +438,14 @@ def dcd_check(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, W, wb, alph
     indptr, indices, data : CSR arrays of one block
     unit : bool
         Every value is 1 (``data`` not read).
-    ycls : ndarray of shape (n_rows,), int16/int32
+    ycls : ndarray of shape (n_rows,)
+        Labels as in :func:`dcd_sweep`.
     pos, Cp, Cn, l2, B, W, wb : as in :func:`dcd_sweep`
     alpha : ndarray of shape (n_rows, k)
-    out_margins : ndarray of shape (n_rows, k)
-        Overwritten with the exact margins ``y_i (w·x_i + b)``.
     out_active : ndarray of shape (n_rows, k), uint8
     out_zu, out_zs : as in :func:`dcd_sweep`
+    out_terms : ndarray of shape (k, 3)
+        Certificate terms of the pairs active after the check, with exact margins (added).
     out_stats : ndarray of shape (k, 4)
         Overwritten with ``[max PG, min PG, Σ C_i loss_i, pairs re-activated]`` over the
         block.
@@ -430,9 +462,9 @@ def dcd_check(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, W, wb, alph
             Ci = _cost(yi, c, Cp, Cn)
             U = np.inf if l2 else Ci
             m = yi * (_row_dot(indptr, indices, data, unit, i, W, c) + wb[c] * B)
-            out_margins[i, c] = m
             xi = max(0.0, 1.0 - m)
-            out_stats[c, 2] += Ci * (xi * xi if l2 else xi)
+            loss = Ci * (xi * xi if l2 else xi)
+            out_stats[c, 2] += loss
             a = alpha[i, c]
             G = m - 1.0 + (0.5 / Ci if l2 else 0.0) * a
             PG = G
@@ -450,6 +482,13 @@ def dcd_check(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, W, wb, alph
                     _row_axpy(indptr, indices, data, unit, i, Ci * yi, out_zu, c)
                     out_zs[c, 0] += Ci * yi * B
                     out_zs[c, 1] += Ci
+                    continue
+                else:
+                    continue
+            out_terms[c, 0] += loss
+            out_terms[c, 1] += a
+            if l2:
+                out_terms[c, 2] += 0.25 / Ci * a * a
 
 
 @kernel

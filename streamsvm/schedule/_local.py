@@ -78,6 +78,8 @@ class LocalBackend:
         try:
             if lay.whole[b]:
                 chunk = self.store.read_chunk(c)
+            elif getattr(self.store, "range_reads", False):
+                chunk = self.store.read_rows(start, stop, c)     # only this block's bytes
             else:
                 chunk = self._read_part(c, start, stop)
             if chunk.n_rows != stop - start or chunk.row_start != start:
@@ -115,8 +117,9 @@ class LocalBackend:
     def _read_part(self, c: int, start: int, stop: int):
         """Rows [start, stop) of chunk ``c``, decoding the chunk once for all its blocks.
 
-        Zarr decodes whole inner chunks, so reading the blocks of one chunk separately
-        would decompress the same bytes once per block. The last three decoded chunks are
+        For a store read through zarr (not the converter's layout), which decodes whole
+        inner chunks with a large overhead per read, reading the blocks of one chunk
+        separately would decompress the same bytes once per block. The last three decoded chunks are
         kept (outside the memory budget, like the blocks in flight) while their blocks are
         visited; solvers that split chunks visit a chunk's blocks close together.
         """

@@ -206,6 +206,11 @@ class PassScheduler:
         nnz = int(np.max(self.store.chunk_nnz)) if self.store.n_chunks else 0
         chunk = nnz * max(per_entry, 4) + int(self.store.chunk_rows) * 12
         split = not bool(np.all(self._layout.whole))
+        if split and getattr(self.store, "range_reads", False):
+            # blocks read alone, plus the inner chunks the reader keeps decoded
+            rows = int(self._layout.block_rows)
+            block = -(-chunk * rows // max(1, int(self.store.chunk_rows)))
+            return (self.prefetch + 1) * block + int(getattr(self.store, "held_bytes", 0))
         return (self.prefetch + 1 + (3 if split else 0)) * chunk
 
     def _cache_capacity(self) -> int:

@@ -200,15 +200,13 @@ class _Run:
         self.zs = np.zeros((k, 2))
         self._cert = np.zeros((k, 2))
         self._cert_fresh = False
-        # 8k + 1k + 4k + 2 + 4 bytes per row: alpha needs float64; the recorded margins
-        # only feed the certificate and ‖x_i‖² only the step size, so float32 suffices.
+        # 9k bytes per row: labels and ‖x_i‖² come with the rows, and the certificate terms
+        # are summed while the rows are visited, so only α and the shrink flags persist.
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
         self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
-        self.margin = sched.state("dcd.margin", np.float32, width=k)
-        self.ycls = sched.state("dcd.ycls", np.int16 if self.k < 2**15 else np.int32)
-        self.qd = sched.state("dcd.qd", np.float32)
+        # certificate sums over the active pairs: [Σ C_i ξ_i, Σ α_i, ½ Σ D_i α_i²] (NaN: unknown)
+        self._terms = np.full((k, 3), np.nan)
         nb = sched.n_blocks
-        self.initialized = np.zeros(nb, dtype=bool)
         self.block_active = np.asarray(sched.block_sizes, dtype=np.int64).copy()
         self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
         self.block_active_bytes = np.zeros(nb, dtype=np.int64)
@@ -223,12 +221,15 @@ class _Run:
         self.mode = "stream"
         self.slab: _Slab | None = None
         self._slab_active = 0
+        self._slab_margins = False
         # Exact checks asked for by the estimated gap (≤ gap_trigger) wait until rows_visited
         # reaches _check_due, so that they cost at most about as much as the work between
         # them (a check reads every row once: half a slab epoch's work when the slab holds
-        # every row, a streamed pass plus the slab rebuild otherwise).
+        # every row, a streamed pass plus the slab rebuild otherwise); each check the
+        # estimate asked for in vain doubles the spacing (up to 4x).
         self.gap_trigger = solver.tol
         self._check_due = 0
+        self._check_misses = 0
         # When the whole store fits the budget, the first pass already builds the slab.
         self.build_slab = solver.slab_enabled and self._slab_fits()
         self.n_iter = 0
@@ -245,7 +246,7 @@ class _Run:
         pg[:, 0], pg[:, 1] = -np.inf, np.inf
         t0 = time.perf_counter()
         bytes0 = sched.bytes_read
-        if self.mode == "stream" and self.build_slab and not self.initialized.any():
+        if self.mode == "stream" and self.build_slab and self.n_iter == 0:
             self._load_slab()                           # the whole store fits: read it once
         self._cert_fresh = False
         if self.mode == "slab":
@@ -270,8 +271,8 @@ class _Run:
                 # tighten it so the next exact check comes when it can succeed.
                 self.eps_pg = max(self.eps_pg * 0.1, 1e-12)
             if not self.done and by_gap:
-                # the estimate was optimistic by gap/est: ask that much more of it next time
-                self.gap_trigger = self.s.tol * min(1.0, max(0.01, est / max(self.gap, 1e-300)))
+                # the estimate was optimistic: space the next estimate-driven checks wider
+                self._check_misses = min(self._check_misses + 1, 2)
         elif self.mode == "stream" and self.slab is None and self.s.slab_enabled:
             self.build_slab = self._slab_fits()
         if not self.done and sched.passes >= self.s.max_passes:
@@ -287,6 +288,7 @@ class _Run:
 
     def _stream_sweep(self, pg):
         sched = self.sched
+        self._terms[:] = 0.0        # summed over the visited rows (unvisited ones are shrunk)
         mask = self.block_active > 0
         if not mask.any():      # everything shrunk: un-shrink (LIBLINEAR does the same)
             self._unshrink()
@@ -337,12 +339,7 @@ class _Run:
         return ids[np.lexsort((side[chunk], within, pair_of[chunk]))]
 
     def _views(self, block):
-        if not self.initialized[block.id]:
-            self.ycls.view(block)[:] = (block.y > 0) if self.task == "binary" else block.y
-            row_sq_norms_bias(block.indptr, block.data, self.unit, self.B, self.qd.view(block))
-            self.initialized[block.id] = True
-        return (self.alpha.view(block), self.active.view(block), self.margin.view(block),
-                self.ycls.view(block), self.qd.view(block))
+        return self.alpha.view(block), self.active.view(block)
 
     def _sweep_group(self, group, pg, pieces):
         views = [self._views(b) for b in group]
@@ -353,12 +350,11 @@ class _Run:
         if len(group) == 1:
             group, views = group * 2, views * 2
         dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
-                  tuple(b.data for b in group), self.unit, tuple(v[3] for v in views[:2]),
-                  slots[perm],
-                  order[perm], self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb,
-                  tuple(v[0] for v in views[:2]), tuple(v[1] for v in views[:2]),
-                  tuple(v[2] for v in views[:2]), tuple(v[4] for v in views[:2]),
-                  self.pgmax_old, self.pgmin_old, pg, self.zu, self.zs)
+                  tuple(b.data for b in group), self.unit, tuple(b.y for b in group),
+                  slots[perm], order[perm], self.pos, self.Cp, self.Cn, self.l2, self.B,
+                  self.W, self.wb, tuple(v[0] for v in views[:2]),
+                  tuple(v[1] for v in views[:2]), self.pgmax_old, self.pgmin_old, pg, self.zu,
+                  self.zs, self._terms)
         seen = set()
         for b, v in zip(group, views):
             if b.id in seen:
@@ -372,20 +368,23 @@ class _Run:
             if pieces is not None:
                 r = np.flatnonzero(act)
                 pieces.append((_take_rows(r, b.y, b.indptr, b.indices, b.data),
-                               b.row_start + r, v[3][r], v[4][r], v[0][r], v[1][r], v[2][r]))
+                               b.row_start + r, v[0][r], v[1][r]))
 
     # -- slab -----------------------------------------------------------------------
     @property
     def _row_state_bytes(self) -> int:
-        """Slab bytes per row besides its CSR entries (see _Slab)."""
-        return 13 * self.k + 22
+        """Slab bytes per row besides its CSR entries (_Slab: indptr, ycls, qd, rows,
+        alpha, active, margin)."""
+        return 8 + 4 + 4 + 8 + 13 * self.k
 
     def _slab_state_bytes(self) -> int:
         rows = int(self.block_active.sum())
         return int(self.block_active_bytes.sum()) + rows * self._row_state_bytes
 
     def _slab_budget(self) -> int:
-        return self.sched.memory - self.sched.state_bytes - self.W.nbytes - self.zu.nbytes
+        sched = self.sched
+        return sched.memory - sched.state_bytes - sched.inflight_bytes - self.W.nbytes \
+            - self.zu.nbytes
 
     def _slab_fits(self) -> bool:
         return 0 < self._slab_state_bytes() <= self._slab_budget()
@@ -401,8 +400,12 @@ class _Run:
         cat = lambda j: np.ascontiguousarray(np.concatenate([p[j] for p in pieces]))  # noqa: E731
         data = np.empty(0, self.sched.store.dtype) if self.unit else \
             np.concatenate([c[3] for c in csr])
-        self._set_slab(_Slab(indptr, np.concatenate([c[2] for c in csr]), data, cat(2), cat(3),
-                             cat(1), cat(4), cat(5), cat(6)))
+        qd = np.empty(len(lens), np.float32)
+        row_sq_norms_bias(indptr, data, self.unit, self.B, qd)
+        alpha = cat(2)
+        self._set_slab(_Slab(indptr, np.concatenate([c[2] for c in csr]), data,
+                             np.concatenate([c[0] for c in csr]), qd, cat(1), alpha, cat(3),
+                             np.zeros(alpha.shape, np.float32)))
 
     def _load_slab(self):
         """Read the whole store into the slab at once (it fits the budget): no streamed
@@ -410,7 +413,7 @@ class _Run:
         self.build_slab = False
         blk = self.sched.read_all()
         n = blk.n_rows
-        ycls = ((blk.y > 0) if self.task == "binary" else blk.y).astype(self.ycls.dtype)
+        ycls = blk.y
         qd = np.empty(n, np.float32)
         row_sq_norms_bias(blk.indptr, blk.data, self.unit, self.B, qd)
         data = np.empty(0, blk.data.dtype) if self.unit else blk.data
@@ -421,6 +424,7 @@ class _Run:
 
     def _set_slab(self, slab):
         self.slab = slab
+        self._slab_margins = False      # recorded by the first slab epoch
         self.mode = "slab"
         self.sched.reserve(slab.nbytes)
         self._slab_active = len(slab.rows)
@@ -447,6 +451,7 @@ class _Run:
         self.sched.count_rows(int(info[1]))
         self._slab_active = int(info[4])
         self._cert_fresh = True
+        self._slab_margins = True
         if info[3]:            # everything shrunk: un-shrink (LIBLINEAR does the same)
             self._unshrink()
         return max(1, int(info[0])), float(info[2]) if info[0] else -np.inf
@@ -456,8 +461,11 @@ class _Run:
         sl = self.slab
         if sl is None:
             return
-        for st, arr in ((self.alpha, sl.alpha), (self.active, sl.active),
-                        (self.margin, sl.margin)):
+        if self._slab_margins:          # else _terms still holds the sweep's sums
+            self._terms[:] = 0.0        # the rows outside the slab are all shrunk
+            dcd_terms_add(sl.ycls, sl.alpha, sl.active, sl.margin, self.pos, self.Cp,
+                          self.Cn, self.l2, self._terms)
+        for st, arr in ((self.alpha, sl.alpha), (self.active, sl.active)):
             st.values[sl.rows] = arr
         self.slab = None
         self.mode = "stream"
@@ -473,12 +481,11 @@ class _Run:
         the in-RAM state (no copies).
         """
         if not self._cert_fresh:
-            t = np.zeros((self.k, 3))
             sl = self.slab
-            if sl is None:
-                dcd_terms_add(self.ycls.values, self.alpha.values, self.active.values,
-                              self.margin.values, self.pos, self.Cp, self.Cn, self.l2, t)
+            if sl is None or not self._slab_margins:
+                t = self._terms                 # summed by the last sweep or check
             else:               # the rows outside the slab are all shrunk
+                t = np.zeros((self.k, 3))
                 dcd_terms_add(sl.ycls, sl.alpha, sl.active, sl.margin, self.pos, self.Cp,
                               self.Cn, self.l2, t)
             dcd_estimate(self.W, self.wb, self.zu, self.zs, t, self._cert)
@@ -509,27 +516,29 @@ class _Run:
         _, dual = self._objectives()            # exact; computed before active changes
         self.zu[:] = 0.0
         self.zs[:] = 0.0
+        self._terms[:] = 0.0
         if self._slab_full:
             sl = self.slab
             stats = np.empty((k, 4))
             dcd_check(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
-                      self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.margin, sl.active,
-                      self.zu, self.zs, stats)
+                      self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.active,
+                      self.zu, self.zs, self._terms, stats)
             sched.count_rows(sched.n_rows)
             self._slab_active = int(sl.active.any(axis=1).sum())
         else:
             self._leave_slab()
+            self._terms[:] = 0.0
             # the same pass collects the rows left active into a new slab while they fit
             pieces = [] if self.s.slab_enabled else None
             room = [self._slab_budget()]
 
             def check(block):       # runs in this thread, in block order: zu sums are fixed
                 nonlocal pieces
-                alpha, active, margin, ycls, qd = self._views(block)
+                alpha, active = self._views(block)
                 out = np.empty((k, 4))
-                dcd_check(block.indptr, block.indices, block.data, self.unit, ycls, self.pos,
-                          self.Cp, self.Cn, self.l2, self.B, self.W, self.wb, alpha, margin,
-                          active, self.zu, self.zs, out)
+                dcd_check(block.indptr, block.indices, block.data, self.unit, block.y,
+                          self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb, alpha,
+                          active, self.zu, self.zs, self._terms, out)
                 act = active.any(axis=1)
                 nnz = int(np.diff(block.indptr)[act].sum())
                 self.block_active[block.id] = int(act.sum())
@@ -541,8 +550,8 @@ class _Run:
                     else:
                         r = np.flatnonzero(act)
                         pieces.append((_take_rows(r, block.y, block.indptr, block.indices,
-                                                  block.data), block.row_start + r, ycls[r],
-                                       qd[r], alpha[r], active[r], margin[r]))
+                                                  block.data), block.row_start + r,
+                                       alpha[r], active[r]))
                 return out
 
             def combine(acc, p):
@@ -554,11 +563,12 @@ class _Run:
                                                + self.wb ** 2) + stats[:, 2],
                                         dual).max() > self.s.tol:
                 self._enter_slab(pieces)
-        self._check_due = sched.rows_visited + (sched.n_rows // 2 if self._slab_full
-                                                else 2 * sched.n_rows)
-        self._cert_fresh = False
+        base = sched.n_rows // 2 if self._slab_full else 2 * sched.n_rows
+        self._check_due = sched.rows_visited + base * 2 ** self._check_misses
         reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
         primal = reg + stats[:, 2]
+        self._cert[:, 0], self._cert[:, 1] = primal, dual      # exact at this w
+        self._cert_fresh = True
         gap = self._rel_gap(primal, dual)
         entry.update(primal=float(primal.sum()), dual=float(dual.sum()), gap=float(gap.max()),
                      passes=sched.passes, exact=True, active=self._active_rows(),
@@ -584,6 +594,7 @@ class _Run:
         self._leave_slab()
         self.active.fill(1)
         self.block_active[:] = self.sched.block_sizes
+        self._terms[:] = np.nan         # known again after the next sweep
 
     def _active_rows(self) -> int:
         if self.slab is not None:
@@ -603,7 +614,7 @@ class _Run:
     def snapshot(self):
         arrays = {"W": self.W, "wb": self.wb, "zu": self.zu, "zs": self.zs, "cert": self._cert,
                   "pgmax_old": self.pgmax_old,
-                  "pgmin_old": self.pgmin_old, "initialized": self.initialized,
+                  "pgmin_old": self.pgmin_old, "terms": self._terms,
                   "block_active": self.block_active,
                   "block_active_bytes": self.block_active_bytes}
         for name, st in self.sched.states.items():
@@ -613,8 +624,9 @@ class _Run:
         meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
                 "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
                 "slab_active": self._slab_active if self.slab is not None else 0,
+                "slab_margins": bool(self.slab is not None and self._slab_margins),
                 "eps_pg": self.eps_pg, "gap_trigger": self.gap_trigger,
-                "check_due": self._check_due,
+                "check_due": self._check_due, "check_misses": self._check_misses,
                 "done": self.done, "converged": self.converged, "gap": self.gap,
                 "primal": self.primal, "dual": self.dual,
                 "sched": self.sched.state_dict(), "saved_at": self.saved_at}
@@ -631,7 +643,7 @@ class _Run:
         self._cert[:] = arrays["cert"]
         self.pgmax_old[:] = arrays["pgmax_old"]
         self.pgmin_old[:] = arrays["pgmin_old"]
-        self.initialized[:] = arrays["initialized"]
+        self._terms[:] = arrays["terms"]
         self.block_active[:] = arrays["block_active"]
         self.block_active_bytes[:] = arrays["block_active_bytes"]
         for name, st in self.sched.states.items():
@@ -642,6 +654,7 @@ class _Run:
         self.eps_pg = float(meta["eps_pg"])
         self.gap_trigger = float(meta["gap_trigger"])
         self._check_due = int(meta["check_due"])
+        self._check_misses = int(meta["check_misses"])
         self.done, self.converged = bool(meta["done"]), bool(meta["converged"])
         self.gap, self.primal, self.dual = (float(meta[k]) for k in ("gap", "primal", "dual"))
         self.history = _history_from_arrays(arrays)
@@ -649,6 +662,7 @@ class _Run:
         if meta["mode"] == "slab":
             self._set_slab(_Slab.from_arrays(arrays))
             self._slab_active = int(meta["slab_active"])
+            self._slab_margins = bool(meta["slab_margins"])
 
 
 _HIST_FLOAT = ("passes", "primal", "dual", "gap", "pg_spread", "sweep_seconds", "mb_read",

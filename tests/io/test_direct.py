@@ -1,0 +1,128 @@
+"""The direct shard reader (streamsvm/io/_direct.py) against zarr's own reading."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import fsspec
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from streamsvm import open_store
+from streamsvm.exceptions import StoreError
+from streamsvm.io import _writer
+from streamsvm.io._direct import DirectArray, _expected_layout
+from streamsvm.io._writer import write_store
+
+from .helpers import store_arrays
+
+
+@pytest.fixture
+def small_shards(monkeypatch):
+    """Tiny inner chunks and shards, so a small store has many of both."""
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 64)
+    monkeypatch.setattr(_writer, "SHARD_ELEMS", 256)
+
+
+def _random_store(path, n_rows=700, n_features=50, seed=0, chunk_rows=97, values=True):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n_rows, n_features, density=0.1, format="csr", random_state=seed)
+    if not values:
+        X.data[:] = 1.0
+    y = rng.choice([-1.0, 1.0], n_rows)
+    return write_store(path, X, y, chunk_rows=chunk_rows, dtype="float64"), X, y
+
+
+def test_direct_reads_equal_zarr(small_shards, tmp_path):
+    store, X, y = _random_store(tmp_path / "s.zarr")
+    ref, _ = store_arrays(tmp_path / "s.zarr")
+    fs = fsspec.filesystem("file")
+    rng = np.random.default_rng(1)
+    for name, want in ref.items():
+        arr = DirectArray.open(fs, str(tmp_path / "s.zarr" / name))
+        assert arr is not None and len(arr) == len(want)
+        np.testing.assert_array_equal(arr[:], want)
+        for _ in range(60):          # inside one inner chunk, across chunks and shards
+            a = int(rng.integers(0, len(want)))
+            b = int(min(len(want), a + rng.integers(0, 400)))
+            np.testing.assert_array_equal(arr[a:b], want[a:b])
+    assert store.range_reads
+    for _ in range(30):
+        a = int(rng.integers(0, store.n_rows))
+        b = int(min(store.n_rows, a + rng.integers(1, 150)))
+        part = store.read_rows(a, b)
+        np.testing.assert_array_equal(part.to_scipy().toarray(),
+                                      X[a:b].toarray()[:, :part.to_scipy().shape[1]])
+        np.testing.assert_array_equal(part.y, y[a:b])
+
+
+def test_omitted_inner_chunks_read_as_fill(small_shards, tmp_path):
+    """zarr does not write an inner chunk equal to the fill value (here: 64 zero indices)."""
+    rows = [[0]] * 200 + [[3, 7]] * 50          # 200 rows whose only feature is 0
+    X = sp.lil_matrix((len(rows), 10))
+    for i, r in enumerate(rows):
+        X[i, r] = 2.0
+    y = np.r_[np.ones(125), -np.ones(125)]
+    write_store(tmp_path / "z.zarr", X.tocsr(), y, chunk_rows=50, dtype="float64")
+    fs = fsspec.filesystem("file")
+    arr = DirectArray.open(fs, str(tmp_path / "z.zarr" / "indices"))
+    idx = arr._shard_index(0)
+    assert (idx[:, 0] == np.uint64(2**64 - 1)).any()       # some inner chunk was omitted
+    np.testing.assert_array_equal(arr[:], store_arrays(tmp_path / "z.zarr")[0]["indices"])
+
+
+def test_other_layouts_fall_back_to_zarr(tmp_path):
+    import zarr
+    store, X, y = _random_store(tmp_path / "s.zarr")
+    # rewrite the indices with another codec: the store stays valid zarr
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
+    ind = g["indices"][:]
+    del g["indices"]
+    g.create_array("indices", data=ind, chunks=(1000,), compressors=zarr.codecs.ZstdCodec())
+    meta = json.loads((tmp_path / "s.zarr" / "indices" / "zarr.json").read_text())
+    assert _expected_layout(meta) is None
+    store2 = open_store(tmp_path / "s.zarr")
+    assert not store2.range_reads
+    full = store2.read_rows(0, store2.n_rows)
+    np.testing.assert_array_equal(full.indices, ind)
+    np.testing.assert_array_equal(full.y, y)
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: m.update(zarr_format=2),
+    lambda m: m["codecs"][0]["configuration"].update(index_location="start"),
+    lambda m: m["codecs"][0]["configuration"]["codecs"][1].update(name="zstd"),
+    lambda m: m["codecs"][0]["configuration"]["index_codecs"].pop(),
+    lambda m: m.update(shape=[10, 2]),
+])
+def test_expected_layout_rejects(change, tmp_path):
+    _random_store(tmp_path / "s.zarr")
+    meta = json.loads((tmp_path / "s.zarr" / "indices" / "zarr.json").read_text())
+    assert _expected_layout(meta) is not None
+    change(meta)
+    assert _expected_layout(meta) is None
+
+
+def test_corrupt_shard_index_is_an_error_naming_the_file(small_shards, tmp_path):
+    store, _, _ = _random_store(tmp_path / "s.zarr")
+    shard = tmp_path / "s.zarr" / "indices" / "c" / "1"
+    raw = bytearray(shard.read_bytes())
+    raw[-10] ^= 0xFF                              # inside the index, under its checksum
+    shard.write_bytes(bytes(raw))
+    fresh = open_store(tmp_path / "s.zarr")
+    with pytest.raises(StoreError, match=os.path.join("indices", "c", "1")):
+        fresh.read_rows(0, fresh.n_rows)
+
+
+def test_truncated_shard_is_an_error(small_shards, tmp_path):
+    _random_store(tmp_path / "s.zarr")
+    shard = tmp_path / "s.zarr" / "indices" / "c" / "0"
+    raw = shard.read_bytes()
+    n_index = (256 // 64) * 16 + 4                # (offset, size) per inner chunk + crc32c
+    body = raw[:-n_index]
+    shard.write_bytes(body[:len(body) // 2] + raw[-n_index:])    # index intact, data cut
+    fresh = open_store(tmp_path / "s.zarr")
+    with pytest.raises(StoreError):
+        fresh.read_rows(0, fresh.n_rows)
