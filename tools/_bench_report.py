@@ -139,7 +139,7 @@ def io_table(io: dict) -> str:
                      fmt(r["decoded_mb_per_s"], "mb")])
         if r.get("rss"):
             x = r["rss"]
-            rss_rows.append([name, fmt(x.get("import_mb"), "mb"),
+            rss_rows.append([name, fmt(x.get("import_mb"), "mb"), fmt(x.get("runtime_mb"), "mb"),
                              fmt(x.get("read_chunk_loop_mb"), "mb"),
                              fmt(x.get("scheduler_pass_mb"), "mb"),
                              fmt(x.get("scheduler_budget_bytes", 0) / 1e6, "mb")])
@@ -148,7 +148,8 @@ def io_table(io: dict) -> str:
                           "decoded MB/s"], rows)
     if rss_rows:
         out += "\n\nPeak RSS of the reading path alone (fresh processes):\n\n" + markdown_table(
-            ["store", "import + open_store MB", "+ read_chunk loop MB",
+            ["store", "import + open_store MB", "+ dcd kernels loaded MB",
+             "+ read_chunk loop MB",
              "+ scheduler pass MB", "scheduler cache budget MB"], rss_rows)
     return out
 
@@ -174,8 +175,8 @@ def targets_tables(res) -> str:
                  _met(v.get("met_net_of_import_floor"))] for v in rss]
         parts.append("**Out of core: peak RSS (`streamsvm train` process) vs budget + model**\n\n"
                      + markdown_table(["data", "loss", "budget MB", "model MB", "peak RSS MB",
-                                       "RSS of import + open_store MB", "≤ budget + model",
-                                       "≤ budget + model + import floor"], rows,
+                                       "runtime floor MB", "≤ budget + model",
+                                       "≤ budget + model + runtime floor"], rows,
                                       list("llrrrrll")))
     ps = [v for v in t if "pass" in v["target"]]
     if ps:

@@ -142,9 +142,11 @@ class LocalBackend:
                     self.store_reads += 1
                     self.bytes_read += block.nbytes
                     if self.cache.fits(block.nbytes) and b not in self.cache:
-                        # a block split from a chunk is a view that would keep the whole
-                        # decoded chunk alive: cache a compact copy instead
-                        self.cache.admit(b, block if self.layout.whole[b] else _compact(block))
+                        # a block split from a decoded chunk is a view that would keep the
+                        # whole chunk alive: cache a compact copy instead (a block read
+                        # alone by range already owns its arrays)
+                        own = self.layout.whole[b] or getattr(self.store, "range_reads", False)
+                        self.cache.admit(b, block if own else _compact(block))
                 else:
                     self.cache_hits += 1
                 yield block

@@ -14,22 +14,32 @@ visit of a row (one read serves all classes).
 Method (Hsieh et al. 2008 as LIBLINEAR 1.92 implements it, not the paper's printed
 Algorithm 2 — spec_003 §1.9; out of core per spec §3.4, §3.6, §3.8):
 
-* Streamed passes: the blocks (chunk slices, several hundred per pass) are visited in a new
-  seeded random order each pass, two at a time; the rows of the two resident blocks are
-  interleaved at random (the shuffle buffer, so groupings change every pass). LIBLINEAR's
-  shrinking applies per row with the global thresholds of the previous pass; a block whose
-  rows are all shrunk is not read.
+* Whole store in RAM: when the store (plus the per-row state) fits the memory budget it
+  is read at once (``PassScheduler.read_all``) into the slab below, and every sweep is
+  LIBLINEAR's in-memory epochs.
+* Streamed passes otherwise: the blocks (chunk slices, several hundred per pass) are
+  visited in a new seeded random order each pass, two at a time; the rows of the two
+  resident blocks are interleaved at random (the shuffle buffer, so groupings change every
+  pass). LIBLINEAR's shrinking applies per row with the global thresholds of the previous
+  pass; a block whose rows are all shrunk is not read. Per row only α and the shrink flags
+  persist (9 bytes for a binary problem): labels and ``‖x_i‖²`` come with the rows.
 * Active-set compaction: once the active rows fit the memory budget they are copied into a
-  RAM slab during the next streamed pass, and further sweeps run there (LIBLINEAR's
-  in-memory epochs, global random order).
-* Certificate every sweep: the dual objective is exact (from α and w); the primal uses the
-  margins recorded when each row was last visited. When the relative gap
-  ``(P − D)/|P|`` of every model is ≤ ``tol``, or when LIBLINEAR's own test fires (the
-  sweep's projected-gradient spread ``PGmax − PGmin ≤ ε``, ε starting at LIBLINEAR's 0.1
-  and divided by 10 each time it fires too early — shrunk rows make the recorded margins
-  stale, so the approximate gap alone can stall), an exact read-only pass recomputes every
-  margin at the final w (this is also LIBLINEAR's un-shrink check): the solver stops only
-  if the exact gap is ≤ ``tol``; otherwise it un-shrinks and goes on streaming.
+  RAM slab during the next streamed pass (or exact check), and further sweeps run there
+  (LIBLINEAR's in-memory epochs, global random order, as many per kernel call as fit in
+  one pass of visits).
+* Certificate every sweep: the dual objective is exact (from α and w). The primal is an
+  estimate: the margins of the active rows recorded at their last visit, 0 loss for rows
+  shrunk at α = 0 (they were shrunk with margin > 1), and for rows shrunk at α = C (hinge)
+  the loss ``C_i (1 − m_i)``, linear in w, summed exactly through ``zu = Σ C_i y_i x_i``
+  (kernels/_dcd.py). An exact read-only pass at the current w runs when LIBLINEAR's own
+  test fires (the projected-gradient spread ``PGmax − PGmin ≤ ε``, ε starting at
+  LIBLINEAR's 0.1 and divided by 10 each time it fires too early), or when the estimated
+  gap of every model is ≤ ``tol`` — then no sooner than about one check's cost of work
+  after the previous check (half a pass of visits in a full slab, two passes otherwise;
+  doubled after each miss, up to 4×), since the estimate can be optimistic. The solver
+  stops only if the exact gap is ≤ ``tol``; otherwise the pass has re-activated exactly
+  the shrunk rows that violate their optimality condition (LIBLINEAR re-activates all)
+  and, out of core, rebuilt the slab from the rows left active.
 
 Cost: one streamed pass per sweep (fewer rows once shrinking removes rows; blocks with no
 active row are skipped), a slab sweep reads nothing, the exact check is one full pass.
@@ -82,6 +92,33 @@ class _Slab:
     def from_arrays(cls, arrays: dict, prefix: str = "slab."):
         return cls(**{f.name: np.ascontiguousarray(arrays[prefix + f.name])
                       for f in dataclasses.fields(cls)})
+
+
+class _Collector:
+    """Active rows copied out of the visited blocks for a new slab, charged to the memory
+    budget as they come (the block cache shrinks to make room); gives up, releasing the
+    charge, once they exceed ``room`` bytes."""
+
+    def __init__(self, sched, room: int, row_bytes: int, row_state_bytes: int):
+        self.sched, self.room = sched, room
+        self.row_bytes, self.row_state_bytes = row_bytes, row_state_bytes
+        self.pieces: list | None = []
+        self.used = 0
+
+    def add(self, block, act, alpha, active) -> None:
+        if self.pieces is None:
+            return
+        r = np.flatnonzero(act)
+        nbytes = int(np.diff(block.indptr)[act].sum()) * self.row_bytes + \
+            len(r) * self.row_state_bytes
+        if self.used + nbytes > self.room:
+            self.pieces = None
+            self.sched.reserve(0)
+            return
+        self.used += nbytes
+        self.sched.reserve(self.used)
+        self.pieces.append((_take_rows(r, block.y, block.indptr, block.indices, block.data),
+                            block.row_start + r, alpha[r], active[r]))
 
 
 @register("dcd")
@@ -294,7 +331,7 @@ class _Run:
             self._unshrink()
             mask = self.block_active > 0
         ids = self._block_order(mask, sched.rng(self.n_iter, 0))
-        pieces = [] if self.build_slab else None
+        pieces = self._collector() if self.build_slab else None
         pending = None
         blocks = sched.blocks(ids)
         try:
@@ -309,7 +346,7 @@ class _Run:
         finally:
             blocks.close()
         if pieces is not None:
-            self._enter_slab(pieces)
+            self._enter_slab(pieces.pieces)
 
     def _block_order(self, mask, rng):
         """Active blocks in a random order that reads each chunk once per pass.
@@ -366,9 +403,7 @@ class _Run:
             self.block_active[b.id] = int(act.sum())
             self.block_active_bytes[b.id] = int(np.diff(b.indptr)[act].sum()) * self.row_bytes
             if pieces is not None:
-                r = np.flatnonzero(act)
-                pieces.append((_take_rows(r, b.y, b.indptr, b.indices, b.data),
-                               b.row_start + r, v[0][r], v[1][r]))
+                pieces.add(b, act, v[0], v[1])
 
     # -- slab -----------------------------------------------------------------------
     @property
@@ -383,15 +418,19 @@ class _Run:
 
     def _slab_budget(self) -> int:
         sched = self.sched
-        return sched.memory - sched.state_bytes - sched.inflight_bytes - self.W.nbytes \
+        return sched.data_budget - sched.state_bytes - sched.inflight_bytes - self.W.nbytes \
             - self.zu.nbytes
 
     def _slab_fits(self) -> bool:
         return 0 < self._slab_state_bytes() <= self._slab_budget()
 
+    def _collector(self) -> _Collector:
+        return _Collector(self.sched, self._slab_budget(), self.row_bytes, self._row_state_bytes)
+
     def _enter_slab(self, pieces):
         self.build_slab = False
         if not pieces:
+            self.sched.reserve(0)
             return
         csr = [p[0] for p in pieces]
         lens = np.concatenate([np.diff(c[1]) for c in csr])
@@ -529,11 +568,9 @@ class _Run:
             self._leave_slab()
             self._terms[:] = 0.0
             # the same pass collects the rows left active into a new slab while they fit
-            pieces = [] if self.s.slab_enabled else None
-            room = [self._slab_budget()]
+            pieces = self._collector() if self.s.slab_enabled else None
 
             def check(block):       # runs in this thread, in block order: zu sums are fixed
-                nonlocal pieces
                 alpha, active = self._views(block)
                 out = np.empty((k, 4))
                 dcd_check(block.indptr, block.indices, block.data, self.unit, block.y,
@@ -544,14 +581,7 @@ class _Run:
                 self.block_active[block.id] = int(act.sum())
                 self.block_active_bytes[block.id] = nnz * self.row_bytes
                 if pieces is not None:
-                    room[0] -= nnz * self.row_bytes + int(act.sum()) * self._row_state_bytes
-                    if room[0] < 0:
-                        pieces = None
-                    else:
-                        r = np.flatnonzero(act)
-                        pieces.append((_take_rows(r, block.y, block.indptr, block.indices,
-                                                  block.data), block.row_start + r,
-                                       alpha[r], active[r]))
+                    pieces.add(block, act, alpha, active)
                 return out
 
             def combine(acc, p):
@@ -559,10 +589,12 @@ class _Run:
                                  acc[:, 2] + p[:, 2], acc[:, 3] + p[:, 3]], axis=1)
 
             stats = sched.map_reduce(check, combine=combine)
-            if pieces and self._rel_gap(0.5 * (np.einsum("kd,kd->k", self.W, self.W)
+            if pieces is not None and pieces.pieces and self._rel_gap(0.5 * (np.einsum("kd,kd->k", self.W, self.W)
                                                + self.wb ** 2) + stats[:, 2],
                                         dual).max() > self.s.tol:
-                self._enter_slab(pieces)
+                self._enter_slab(pieces.pieces)
+            else:
+                self.sched.reserve(0)
         base = sched.n_rows // 2 if self._slab_full else 2 * sched.n_rows
         self._check_due = sched.rows_visited + base * 2 ** self._check_misses
         reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)

@@ -52,7 +52,8 @@ def test_zero_budget_reads_every_block_every_pass(store, order):
 @pytest.mark.parametrize("order", ["sequential", "cyclic", "random"])
 def test_partial_budget_serves_what_fits_on_every_pass(store, order):
     sizes = block_bytes(store)
-    sched = PassScheduler(store, memory=max(sizes) * 3 + _inflight(store, 2), prefetch=2, seed=4)
+    sched = PassScheduler(store, memory=_budget(max(sizes) * 3 + _inflight(store, 2)), prefetch=2,
+                           seed=4)
     sweep(sched, order)
     m = sched.cached_blocks
     assert 3 >= m >= 2 and sched.cache_bytes <= max(sizes) * 3
@@ -67,7 +68,7 @@ def test_partial_budget_serves_what_fits_on_every_pass(store, order):
 
 def test_cyclic_turn_blocks_come_from_cache(store):
     sizes = block_bytes(store)
-    sched = PassScheduler(store, memory=sum(sizes[:2]) + _inflight(store, 0), prefetch=0)
+    sched = PassScheduler(store, memory=_budget(sum(sizes[:2]) + _inflight(store, 0)), prefetch=0)
     sweep(sched, "cyclic")                         # ascending: blocks 0, 1 stay cached
     n0 = store.n_reads
     reads = []
@@ -84,7 +85,7 @@ def test_cyclic_turn_blocks_come_from_cache(store):
 def test_state_claims_memory_before_the_cache(store):
     sizes = block_bytes(store)
     budget = sum(sizes) + 50
-    sched = PassScheduler(store, memory=budget + _inflight(store, 2))
+    sched = PassScheduler(store, memory=_budget(budget + _inflight(store, 2)))
     sweep(sched)
     assert sched.fully_cached
     alpha = sched.state("alpha", np.float64)                  # 800 bytes: in RAM ...
@@ -112,6 +113,17 @@ def test_cache_never_changes_block_values(store):
             assert x.id == y.id
             for name in ("indptr", "indices", "data", "y"):
                 np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+
+
+def _budget(data_bytes):
+    """The memory budget whose data share (after the allocator headroom) is data_bytes."""
+    return int(np.ceil(data_bytes / (1.0 - PassScheduler.ALLOCATOR_HEADROOM))) + 1
+
+
+def test_data_budget_leaves_the_allocator_headroom():
+    s, _, _ = random_store(n=10, d=3, chunk_rows=5, density=0.5)
+    sched = PassScheduler(s, memory=1000)
+    assert sched.data_budget == int(1000 * (1 - PassScheduler.ALLOCATOR_HEADROOM)) < 1000
 
 
 def _inflight(store, prefetch):
