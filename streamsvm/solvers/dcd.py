@@ -568,7 +568,9 @@ class _Run:
             self._leave_slab()
             self._terms[:] = 0.0
             # the same pass collects the rows left active into a new slab while they fit
-            pieces = self._collector() if self.s.slab_enabled else None
+            # (only when the rows active before the check already fit: copying rows that
+            # are then dropped would leave the heap fragmented for the rest of the run)
+            pieces = self._collector() if self.s.slab_enabled and self._slab_fits() else None
 
             def check(block):       # runs in this thread, in block order: zu sums are fixed
                 alpha, active = self._views(block)
