@@ -157,13 +157,7 @@ def _visit(indptr, indices, data, unit, ycls, i, qd_i, pos, Cp, Cn, l2, B, out_W
             out_wb[c] += d * B
             a = a_new
         if add_terms:
-            xi = max(0.0, 1.0 - m)
-            if l2:
-                out_terms[c, 0] += Ci * xi * xi
-                out_terms[c, 2] += 0.25 / Ci * a * a
-            else:
-                out_terms[c, 0] += Ci * xi
-            out_terms[c, 1] += a
+            _add_terms(out_terms, c, Ci, m, a, l2)
     return steps
 
 
@@ -259,18 +253,21 @@ def dcd_estimate(W, wb, zu, zs, terms, out_cert):
 
 
 @kernel_inline
-def _terms_row(ycls, alpha, active, margin, i, c, pos, Cp, Cn, l2, out):
-    if active[i, c] == 0:
-        return
-    Ci = Cp[c] if ycls[i] == pos[c] else Cn[c]
-    xi = max(0.0, 1.0 - margin[i, c])
-    a = alpha[i, c]
+def _add_terms(out, c, Ci, m, a, l2):
+    """``out[c] += [C_i ξ(m), α, ½ D α²]`` (D = 1/(2C_i) for the squared hinge, else 0)."""
+    xi = max(0.0, 1.0 - m)
     if l2:
         out[c, 0] += Ci * xi * xi
-        out[c, 2] += 0.25 / Ci * a * a          # ½ D α², D = 1/(2C)
+        out[c, 2] += 0.25 / Ci * a * a
     else:
         out[c, 0] += Ci * xi
     out[c, 1] += a
+
+
+@kernel_inline
+def _terms_row(ycls, alpha, active, margin, i, c, pos, Cp, Cn, l2, out):
+    if active[i, c] != 0:
+        _add_terms(out, c, Cp[c] if ycls[i] == pos[c] else Cn[c], margin[i, c], alpha[i, c], l2)
 
 
 @kernel
@@ -294,9 +291,9 @@ def dcd_terms_add(ycls, alpha, active, margin, pos, Cp, Cn, l2, out):
 
 @kernel
 def dcd_slab_epochs(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, shrinking,
-                    rng_state, max_visits, eps_pg, gap_stop, gap_after, out_W, out_wb, out_alpha, out_active,
-                    out_margin, qd, pgmax_old_inout, pgmin_old_inout, work, out_pg, out_zu,
-                    out_zs, out_cert, out_info):
+                    rng_state, max_visits, eps_pg, gap_stop, gap_after, out_W, out_wb,
+                    out_alpha, out_active, out_margin, qd, pgmax_old_inout, pgmin_old_inout,
+                    work, out_pg, out_zu, out_zs, work_terms, out_cert, out_info):
     """LIBLINEAR's in-memory epochs over the RAM slab, several per call.
 
     Each epoch visits the active rows in a fresh random order (Fisher–Yates with the
@@ -322,6 +319,8 @@ def dcd_slab_epochs(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, shrin
         Thresholds, updated after every epoch.
     work : ndarray of shape (n_rows,), int64
         Scratch for the list of active rows.
+    work_terms : ndarray of shape (k, 3)
+        Scratch for the certificate sums.
     out_pg : ndarray of shape (k, 3)
         ``[max PG, min PG, rows shrunk]`` of the last epoch.
     out_cert : ndarray of shape (k, 2)
@@ -381,7 +380,7 @@ def dcd_slab_epochs(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, shrin
         stop = spread <= eps_pg or visits >= max_visits or m == 0
         if stop or since_cert >= k * d:
             _slab_certificate(work, m, ycls, out_alpha, out_active, out_margin, pos, Cp, Cn,
-                              l2, out_W, out_wb, out_zu, out_zs, out_cert)
+                              l2, out_W, out_wb, out_zu, out_zs, work_terms, out_cert)
             since_cert = 0
             converged = True
             for c in range(k):
@@ -393,7 +392,7 @@ def dcd_slab_epochs(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, shrin
         out_info[3] = 1.0
         if epochs == 0:
             _slab_certificate(work, m, ycls, out_alpha, out_active, out_margin, pos, Cp, Cn,
-                              l2, out_W, out_wb, out_zu, out_zs, out_cert)
+                              l2, out_W, out_wb, out_zu, out_zs, work_terms, out_cert)
     out_info[0] = epochs
     out_info[1] = visits
     out_info[4] = m
@@ -401,25 +400,18 @@ def dcd_slab_epochs(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, shrin
 
 @kernel_inline
 def _slab_certificate(work, m, ycls, alpha, active, margin, pos, Cp, Cn, l2, W, wb, zu, zs,
-                      out_cert):
-    for c in range(len(pos)):
-        loss = 0.0
-        sum_a = 0.0
-        half_da2 = 0.0
-        for t in range(m):
-            i = work[t]
-            if active[i, c] == 0:
-                continue
-            Ci = Cp[c] if ycls[i] == pos[c] else Cn[c]
-            xi = max(0.0, 1.0 - margin[i, c])
-            a = alpha[i, c]
-            if l2:
-                loss += Ci * xi * xi
-                half_da2 += 0.25 / Ci * a * a
-            else:
-                loss += Ci * xi
-            sum_a += a
-        _estimate_one(c, W, wb, zu, zs, loss, sum_a, half_da2, out_cert)
+                      terms, out_cert):
+    """:func:`dcd_estimate` from the sums over the listed rows ``work[:m]``."""
+    k = len(pos)
+    for c in range(k):
+        terms[c, 0] = 0.0
+        terms[c, 1] = 0.0
+        terms[c, 2] = 0.0
+    for t in range(m):
+        for c in range(k):
+            _terms_row(ycls, alpha, active, margin, work[t], c, pos, Cp, Cn, l2, terms)
+    for c in range(k):
+        _estimate_one(c, W, wb, zu, zs, terms[c, 0], terms[c, 1], terms[c, 2], out_cert)
 
 
 @kernel
@@ -485,10 +477,7 @@ def dcd_check(indptr, indices, data, unit, ycls, pos, Cp, Cn, l2, B, W, wb, alph
                     continue
                 else:
                     continue
-            out_terms[c, 0] += loss
-            out_terms[c, 1] += a
-            if l2:
-                out_terms[c, 2] += 0.25 / Ci * a * a
+            _add_terms(out_terms, c, Ci, m, a, l2)
 
 
 @kernel

@@ -485,7 +485,8 @@ class _Run:
                         self._check_due - self.sched.rows_visited,
                         self.W, self.wb,
                         sl.alpha, sl.active, sl.margin, sl.qd, self.pgmax_old, self.pgmin_old,
-                        np.empty(len(sl.rows), np.int64), pg, self.zu, self.zs, self._cert,
+                        np.empty(len(sl.rows), np.int64), pg, self.zu, self.zs,
+                        np.empty((self.k, 3)), self._cert,
                         info)
         self.sched.count_rows(int(info[1]))
         self._slab_active = int(info[4])
