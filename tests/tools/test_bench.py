@@ -189,16 +189,21 @@ def test_parse_vw_readable_model_scales_by_l2_state():
         bm.parse_vw_readable_model("7:1\n", 4, 18)
 
 
+def _write_rows(path, X, y, sep):
+    """Rows as text, ``label<sep>j:v ...`` with 1-based j: libsvm (sep " "), VW (" | ")."""
+    with open(path, "w") as f:
+        for i in range(X.shape[0]):
+            row = X[i]
+            f.write(f"{int(y[i])}{sep}" + " ".join(f"{j + 1}:{v:.17g}" for j, v in
+                                                  zip(row.indices, row.data)) + "\n")
+
+
 def test_vw_weights_reproduce_vw_predictions(tmp_path):
     vw = pytest.importorskip("vowpalwabbit")
     X, y = _binary(n=200, d=6, seed=2)
     X.sort_indices()
     path = tmp_path / "t.vw"
-    with open(path, "w") as f:
-        for i in range(X.shape[0]):
-            row = X[i]
-            f.write(f"{int(y[i])} | " + " ".join(f"{j + 1}:{v:.17g}" for j, v in
-                                                 zip(row.indices, row.data)) + "\n")
+    _write_rows(path, X, y, " | ")
     bits = bm.vw_bits(6)
     ws = vw.Workspace(f"-d {path} --cache_file {tmp_path / 'c'} --passes 3 --holdout_off "
                       f"--loss_function hinge --l2 0.001 -b {bits} --quiet -f {tmp_path / 'm'} "
@@ -437,11 +442,7 @@ def test_worker_streamsvm_and_liblinear_in_process(tmp_path):
     import streamsvm as ss
     X, y = _binary(n=300, d=8, seed=7)
     text = tmp_path / "t.svm"
-    with open(text, "w") as f:
-        for i in range(X.shape[0]):
-            row = X[i]
-            f.write(f"{int(y[i])} " + " ".join(f"{j + 1}:{v:.17g}" for j, v in
-                                               zip(row.indices, row.data)) + "\n")
+    _write_rows(text, X, y, " ")
     store = ss.convert([str(text)], str(tmp_path / "t.zarr"), chunk_rows=64, dtype="float64",
                        n_features=8)
     ds = {"name": "t", "store": str(tmp_path / "t.zarr"), "train_text": str(text),
