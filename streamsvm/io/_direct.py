@@ -92,8 +92,9 @@ class DirectArray:
         # cut from one store chunk) share their boundary inner chunks
         self._partial: collections.OrderedDict = collections.OrderedDict()
 
-    KEEP_PARTIAL = 2
-    """Inner chunks kept decoded for partial reads (see :attr:`held_bytes`)."""
+    KEEP_PARTIAL = 4
+    """Inner chunks kept decoded for partial reads (see :attr:`held_bytes`): the two
+    boundary inner chunks of each of two chunks read in alternation (dcd's chunk pairs)."""
 
     @property
     def held_bytes(self) -> int:

@@ -35,8 +35,8 @@ __all__ = ["dcd_sweep", "dcd_slab_epochs", "dcd_check", "dcd_terms_add", "row_sq
            "dcd_estimate"]
 
 # Visits ahead at which the row's state and its CSR slice are prefetched.
-_AHEAD_STATE = 8
-_AHEAD_ROW = 4
+_AHEAD_STATE = 12
+_AHEAD_ROW = 6
 
 
 @kernel_inline
@@ -69,12 +69,24 @@ def _prefetch_state(indptr, ycls, alpha, i):
 
 
 @kernel_inline
+def _prefetch_lines(arr, p0, p1):
+    """Prefetch every cache line of ``arr[p0:p1]`` (64-byte lines)."""
+    if p1 > p0:
+        step = max(1, 64 // arr.itemsize)
+        for p in range(p0, p1, step):
+            prefetch(arr, p)
+        prefetch(arr, p1 - 1)
+
+
+@kernel_inline
 def _prefetch_row(indptr, indices, data, unit, i):
-    p = indptr[i]
-    if p < len(indices):
-        prefetch(indices, p)
-        if not unit:
-            prefetch(data, p)
+    """The whole CSR slice of row ``i`` (a row spans several lines; prefetching only the
+    first one left the others to miss: 4x slower sweeps in a random order)."""
+    p0 = indptr[i]
+    p1 = indptr[i + 1]
+    _prefetch_lines(indices, p0, p1)
+    if not unit:
+        _prefetch_lines(data, p0, p1)
 
 
 @kernel_inline
@@ -162,10 +174,11 @@ def _visit(indptr, indices, data, unit, ycls, i, qd_i, pos, Cp, Cn, l2, B, out_W
 
 
 @kernel
-def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l2, B,
-              out_W, out_wb, out_alphas, out_actives, pgmax_old, pgmin_old, out_pg, out_zu,
-              out_zs, out_terms):
-    """Dual CD steps over ``rows`` of two resident blocks (the shuffle buffer).
+def dcd_sweep(indptrs, indicess, datas, unit, yclss, n_slots, rng_state, work, pos, Cp, Cn,
+              l2, B, out_W, out_wb, out_alphas, out_actives, pgmax_old, pgmin_old, out_pg,
+              out_zu, out_zs, out_terms, out_counts):
+    """Dual CD steps over the active rows of up to two resident blocks (the shuffle
+    buffer), visited in one random order that interleaves the blocks.
 
     Parameters
     ----------
@@ -174,8 +187,12 @@ def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l
         float32 ±1 (binary, ``pos = [1]``) or int32 class ids.
     unit : bool
         Every value is 1 (``datas`` not read).
-    slots, rows : ndarray of shape (n_steps,)
-        Visit order: block slot and local row of each step.
+    n_slots : int
+        1 or 2: how many of the slots hold a block (slot 1 is ignored when 1).
+    rng_state : ndarray of shape (1,), uint64
+        SplitMix64 state of the visit order (``kernels._rng``); advanced.
+    work : ndarray of int64, at least the rows of the used slots
+        Scratch for the visit order (``2 * row + slot``).
     pos : ndarray of shape (k,), int32
         Positive class id of each model.
     Cp, Cn : ndarray of shape (k,)
@@ -197,27 +214,54 @@ def dcd_sweep(indptrs, indicess, datas, unit, yclss, slots, rows, pos, Cp, Cn, l
         Sums over the rows shrunk at the upper bound (module doc); updated in place.
     out_terms : ndarray of shape (k, 3)
         Certificate terms of the visited pairs left active (:func:`dcd_terms_add`), added.
+    out_counts : ndarray of shape (2, 2), int64
+        Overwritten with ``[rows active for some model, their non-zeros]`` per slot after
+        the sweep.
 
     Returns
     -------
     int
         Number of coordinate steps made.
     """
+    k = len(pos)
+    n = 0
+    for s in range(n_slots):
+        act = out_actives[s]
+        for i in range(act.shape[0]):
+            for c in range(k):
+                if act[i, c]:
+                    work[n] = 2 * i + s
+                    n += 1
+                    break
+    shuffle_prefix(work, n, rng_state)
     steps = 0
-    n = len(rows)
     for j in range(n):
         if j + _AHEAD_STATE < n:
-            s2 = slots[j + _AHEAD_STATE]
-            _prefetch_state(indptrs[s2], yclss[s2], out_alphas[s2], rows[j + _AHEAD_STATE])
+            v = work[j + _AHEAD_STATE]
+            s2 = v & 1
+            _prefetch_state(indptrs[s2], yclss[s2], out_alphas[s2], v >> 1)
         if j + _AHEAD_ROW < n:
-            s2 = slots[j + _AHEAD_ROW]
-            _prefetch_row(indptrs[s2], indicess[s2], datas[s2], unit, rows[j + _AHEAD_ROW])
-        s = slots[j]
-        i = rows[j]
+            v = work[j + _AHEAD_ROW]
+            s2 = v & 1
+            _prefetch_row(indptrs[s2], indicess[s2], datas[s2], unit, v >> 1)
+        s = work[j] & 1
+        i = work[j] >> 1
         steps += _visit(indptrs[s], indicess[s], datas[s], unit, yclss[s], i,
                         _row_qd(indptrs[s], datas[s], unit, i, B), pos, Cp, Cn, l2, B, out_W,
                         out_wb, out_alphas[s], out_actives[s], out_alphas[s], False, pgmax_old,
                         pgmin_old, out_pg, out_zu, out_zs, out_terms, True)
+    for s in range(2):
+        out_counts[s, 0] = 0
+        out_counts[s, 1] = 0
+    for s in range(n_slots):
+        act = out_actives[s]
+        indptr = indptrs[s]
+        for i in range(act.shape[0]):
+            for c in range(k):
+                if act[i, c]:
+                    out_counts[s, 0] += 1
+                    out_counts[s, 1] += indptr[i + 1] - indptr[i]
+                    break
     return steps
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 
-__all__ = ["ORDERS", "sweep_order", "visit_ranks", "weighted_schedule",
+__all__ = ["ORDERS", "sweep_order", "visit_ranks", "weighted_schedule", "mix64",
            "ORDER_STREAM", "ROW_STREAM", "USER_STREAM"]
 
 ORDERS = ("sequential", "random", "cyclic")
@@ -21,6 +21,20 @@ ORDERS = ("sequential", "random", "cyclic")
 ORDER_STREAM = 0   # permutation of blocks in a "random" sweep
 ROW_STREAM = 1     # PassScheduler.block_rng: randomness inside one visited block
 USER_STREAM = 2    # PassScheduler.rng: a solver's own seeded draws
+
+_MASK64 = (1 << 64) - 1
+
+
+def mix64(*keys: int) -> int:
+    """A 64-bit seed from non-negative integer keys: SplitMix64's finalizer applied after
+    folding in each key (the same mixer as ``kernels._rng``)."""
+    h = 0
+    for key in keys:
+        h = (h ^ (int(key) & _MASK64)) + 0x9E3779B97F4A7C15 & _MASK64
+        h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
+        h = (h ^ (h >> 27)) * 0x94D049BB133111EB & _MASK64
+        h ^= h >> 31
+    return h
 
 
 def sweep_order(order, n_blocks: int, seed: int, sweep: int, n_cyclic: int = 0) -> np.ndarray:

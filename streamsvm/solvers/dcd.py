@@ -18,9 +18,10 @@ Algorithm 2 — spec_003 §1.9; out of core per spec §3.4, §3.6, §3.8):
   is read at once (``PassScheduler.read_all``) into the slab below, and every sweep is
   LIBLINEAR's in-memory epochs.
 * Streamed passes otherwise: the blocks (chunk slices, several hundred per pass) are
-  visited in a new seeded random order each pass, two at a time; the rows of the two
-  resident blocks are interleaved at random (the shuffle buffer, so groupings change every
-  pass). LIBLINEAR's shrinking applies per row with the global thresholds of the previous
+  visited two at a time, from chunks paired at random anew each pass (each chunk's blocks
+  in storage order from either end, so each compressed inner chunk is decoded once); the
+  rows of the two resident blocks are interleaved at random in the kernel (the shuffle
+  buffer, so groupings change every pass). LIBLINEAR's shrinking applies per row with the global thresholds of the previous
   pass; a block whose rows are all shrunk is not read. Per row only α and the shrink flags
   persist (9 bytes for a binary problem): labels and ``‖x_i‖²`` come with the rows.
 * Active-set compaction: once the active rows fit the memory budget they are copied into a
@@ -203,13 +204,14 @@ class DCDSolver:
                 raise KeyboardInterrupt("training interrupted; checkpoint saved")
         if checkpoint is not None:
             checkpoint(*run.snapshot())
+        result = run.result()       # sets run.gap to the last (estimated) gap if not converged
         if not run.converged:
             import warnings
             warnings.warn(f"dcd stopped after {sched.passes:.1f} passes (max_passes="
                           f"{self.max_passes:g}) with relative duality gap {run.gap:.3g} > tol="
                           f"{self.tol:g}; increase max_passes or tol.", ConvergenceWarning,
                           stacklevel=2)
-        return run.result()
+        return result
 
 
 class _Run:
@@ -245,6 +247,8 @@ class _Run:
         self._terms = np.full((k, 3), np.nan)
         nb = sched.n_blocks
         self.block_active = np.asarray(sched.block_sizes, dtype=np.int64).copy()
+        self._work = np.empty(0, dtype=np.int64)        # visit order of a block pair
+        self._counts = np.zeros((2, 2), dtype=np.int64)
         self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
         self.block_active_bytes = np.zeros(nb, dtype=np.int64)
         sizes = np.asarray(sched.block_sizes, dtype=np.int64)
@@ -351,11 +355,14 @@ class _Run:
     def _block_order(self, mask, rng):
         """Active blocks in a random order that reads each chunk once per pass.
 
-        Chunks are taken in random pairs (A, B) — new pairs every pass — and their blocks,
-        each shuffled, alternate ``a0 b0 a1 b1 ...``; consecutive blocks share the shuffle
-        buffer, so every group mixes rows of two chunks and no grouping is fixed
-        (spec_003 §3.4: fixed contiguous groupings cost 3-8x more epochs), while the
-        scheduler decodes each chunk once for all its blocks.
+        Chunks are taken in random pairs (A, B) — new pairs every pass — and their blocks
+        alternate ``a0 b0 a1 b1 ...``; consecutive blocks share the shuffle buffer, so every
+        group mixes rows of two chunks and no grouping is fixed (spec_003 §3.4: fixed
+        contiguous groupings cost 3-8x more epochs). Within a chunk the blocks keep their
+        storage order, forwards or backwards at random: neighbouring blocks share the
+        store's compressed inner chunks at their boundary, so each inner chunk is decoded
+        once (a random order of a chunk's blocks decoded them up to 3 times per pass; a
+        random starting block would decode one more per chunk).
         """
         ids = np.flatnonzero(mask)
         if len(ids) == 0:
@@ -367,43 +374,39 @@ class _Run:
         pair_of[perm] = np.arange(n_chunks) // 2          # chunk → its pair this pass
         side = np.empty(n_chunks, dtype=np.int64)
         side[perm] = np.arange(n_chunks) % 2              # first or second of the pair
-        within = np.empty(len(ids), dtype=np.int64)       # rank of the block in its chunk
-        key = rng.random(len(ids))
-        order = np.lexsort((key, chunk))
         counts = np.bincount(chunk, minlength=n_chunks)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        within[order] = np.arange(len(ids)) - starts[chunk[order]]
+        rank = np.arange(len(ids)) - starts[chunk]        # ids ascend: storage order
+        backward = (rng.random(n_chunks) < 0.5)[chunk]
+        within = np.where(backward, counts[chunk] - 1 - rank, rank)
         return ids[np.lexsort((side[chunk], within, pair_of[chunk]))]
 
     def _views(self, block):
         return self.alpha.view(block), self.active.view(block)
 
     def _sweep_group(self, group, pg, pieces):
+        """One kernel call over the rows of one or two blocks, interleaved at random (the
+        visit order is drawn in the kernel from :meth:`PassScheduler.block_seed`)."""
         views = [self._views(b) for b in group]
-        rows = [np.flatnonzero(v[1].any(axis=1)) for v in views]
-        slots = np.concatenate([np.full(len(r), j, dtype=np.int64) for j, r in enumerate(rows)])
-        order = np.concatenate(rows).astype(np.int64)
-        perm = self.sched.block_rng(group[0]).permutation(len(order))
-        if len(group) == 1:
+        n_slots = len(group)
+        if n_slots == 1:
             group, views = group * 2, views * 2
+        rows = group[0].n_rows + (group[1].n_rows if n_slots == 2 else 0)
+        if len(self._work) < rows:
+            self._work = np.empty(rows, dtype=np.int64)
+        rng_state = np.array([self.sched.block_seed(group[0])], dtype=np.uint64)
         dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
-                  tuple(b.data for b in group), self.unit, tuple(b.y for b in group),
-                  slots[perm], order[perm], self.pos, self.Cp, self.Cn, self.l2, self.B,
-                  self.W, self.wb, tuple(v[0] for v in views[:2]),
-                  tuple(v[1] for v in views[:2]), self.pgmax_old, self.pgmin_old, pg, self.zu,
-                  self.zs, self._terms)
-        seen = set()
-        for b, v in zip(group, views):
-            if b.id in seen:
-                continue
-            seen.add(b.id)
-            act = v[1].any(axis=1) if self.s.shrinking else np.ones(b.n_rows, dtype=bool)
-            if not self.s.shrinking:
-                v[1][:] = 1
-            self.block_active[b.id] = int(act.sum())
-            self.block_active_bytes[b.id] = int(np.diff(b.indptr)[act].sum()) * self.row_bytes
+                  tuple(b.data for b in group), self.unit, tuple(b.y for b in group), n_slots,
+                  rng_state, self._work, self.pos, self.Cp, self.Cn, self.l2, self.B,
+                  self.W, self.wb, tuple(v[0] for v in views), tuple(v[1] for v in views),
+                  self.pgmax_old, self.pgmin_old, pg, self.zu, self.zs, self._terms,
+                  self._counts)
+        for j in range(n_slots):
+            b = group[j]
+            self.block_active[b.id] = self._counts[j, 0]
+            self.block_active_bytes[b.id] = self._counts[j, 1] * self.row_bytes
             if pieces is not None:
-                pieces.add(b, act, v[0], v[1])
+                pieces.add(b, views[j][1].any(axis=1), *views[j])
 
     # -- slab -----------------------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ import pytest
 
 from streamsvm.io import Chunk
 from streamsvm.schedule import Block, PassScheduler, weighted_schedule
+from streamsvm.schedule._orders import mix64
 
 from .helpers import CountingStore, random_store
 
@@ -183,3 +184,26 @@ def test_block_rng_differs_per_visit_and_replays():
     assert perms[0][0] != perms[0][1]          # the same block visited twice
     with pytest.raises(ValueError, match="block_rng"):
         sched.block_rng(store.read_chunk(0))
+
+
+def test_block_seed_differs_per_visit_and_replays():
+    store, _, _ = random_store()
+    seeds = []
+    for _ in range(2):
+        sched = PassScheduler(store, seed=9)
+        seeds.append([sched.block_seed(b) for b in sched.blocks([2, 2, 5])])
+        seeds[-1] += [sched.block_seed(b) for b in sched.blocks([2])]    # next sweep
+    assert seeds[0] == seeds[1]
+    assert len(set(seeds[0])) == 4 and all(0 <= s < 2 ** 64 for s in seeds[0])
+    other = PassScheduler(store, seed=10)
+    assert [other.block_seed(b) for b in other.blocks([2])][0] != seeds[0][0]
+    with pytest.raises(ValueError, match="block_seed"):
+        sched.block_seed(store.read_chunk(0))
+
+
+def test_mix64_is_splitmix64():
+    # one key: SplitMix64's first output for that seed (Vigna's reference: seed 0 gives
+    # 0xE220A8397B1DCDAF)
+    assert mix64(0) == 0xE220A8397B1DCDAF
+    assert mix64(1, 2) != mix64(2, 1)
+    assert mix64(2 ** 64 + 5) == mix64(5)      # keys are taken modulo 2**64

@@ -169,9 +169,12 @@ def test_multiclass_one_vs_rest_matches_liblinear():
 
 def test_max_passes_warns_and_reports_not_converged(a9a_slice):
     X, y = a9a_slice
-    with pytest.warns(ConvergenceWarning, match="max_passes"):
+    with pytest.warns(ConvergenceWarning, match="max_passes") as caught:
         model, res = _fit(X, y, max_passes=2, tol=1e-8)
     assert not res.converged and res.passes >= 2
+    # the warning gives the gap reached (the estimate when no exact check ran), not inf
+    msg = str(caught[0].message)
+    assert "gap inf" not in msg and f"gap {res.stop_value:.3g}" in msg
 
 
 @pytest.mark.parametrize("kw,match", [({"C": 0}, "'C'"), ({"C": -1.0}, "'C'"),
@@ -270,3 +273,48 @@ def test_estimated_gap_follows_rows_shrunk_at_the_bound(a9a_slice):
     # margins recorded before shrinking it was ~20% too high on this problem)
     for before, check in pairs:
         assert abs(before["primal"] - check["primal"]) <= 0.01 * check["primal"]
+
+
+def test_streamed_block_order_pairs_chunks_and_keeps_storage_order(a9a_slice):
+    """Each pass: chunks in new random pairs whose blocks alternate; inside a chunk the
+    blocks run in storage order, forwards or backwards at random (neighbouring blocks
+    share the store's inner chunks)."""
+    from streamsvm.schedule import PassScheduler
+    from streamsvm.solvers.dcd import DCDSolver, _Run
+    X, y = a9a_slice
+    sched = PassScheduler(InMemoryStore(X, y, chunk_rows=300), memory="1GB", block_rows=60)
+    run = _Run(DCDSolver(slab=False), sched)
+    chunk_of = sched.block_chunks
+    mask = np.ones(sched.n_blocks, dtype=bool)
+    mask[[3, 17]] = False                       # blocks with no active row are skipped
+    orders, pairings, starts = [], set(), set()
+    for p in range(6):
+        ids = run._block_order(mask, sched.rng(p, 0)).tolist()
+        assert sorted(ids) == np.flatnonzero(mask).tolist()
+        orders.append(tuple(ids))
+        seq = [int(chunk_of[b]) for b in ids]
+        # chunks come in pairs: a pair's blocks are contiguous, alternating while both
+        # chunks have blocks left
+        pos, pairing = 0, []
+        while pos < len(seq):
+            a = seq[pos]
+            b = next((c for c in seq[pos:] if c != a), None)
+            n = seq.count(a) + (seq.count(b) if b is not None else 0)
+            part = seq[pos:pos + n]
+            assert set(part) <= {a, b}
+            m = min(part.count(a), part.count(b))
+            assert part[:2 * m] == [a, b] * m
+            pairing.append(frozenset((a, b)))
+            pos += n
+        pairings.add(frozenset(pairing))
+        for c in set(seq):
+            mine = [b for b in ids if chunk_of[b] == c]
+            own = sorted(mine)
+            r = own.index(mine[0])
+            forward = own[r:] + own[:r]
+            backward = own[:r + 1][::-1] + own[r + 1:][::-1]
+            assert mine in (forward, backward)
+            starts.add((c, mine[0], mine == forward))
+    assert len(set(orders)) == 6 and len(pairings) > 1
+    assert len(starts) > 10                     # both directions, for several chunks
+    assert run._block_order(mask, sched.rng(0, 0)).tolist() == list(orders[0])
