@@ -386,13 +386,29 @@ def test_pass_times_and_targets():
                peak_rss_mb=300.0, history=hist)
     res = {"runs": [run], "datasets": [{"name": "d", "ooc": True, "budget_bytes": 250e6,
                                         "n_features": 1000, "task": "binary", "classes": [-1, 1]}],
-           "io_baseline": {"d": {"floor_s": 1.0}}, "rss_floor": {"d": 100.0}}
+           "io_baseline": {"d": {"floor_s": 1.0, "one_reader_pass_s": 1.2}},
+           "rss_floor": {"d": 100.0}}
     t = bench.dcd_targets(res)
     rss = next(v for v in t if "RSS" in v["target"])
     assert not rss["met"] and rss["met_net_of_import_floor"]
     ps = next(v for v in t if "pass" in v["target"])
     assert ps["stream_s_per_pass_ratio"] == 1.5 and not ps["met"]
     assert ps["overall_s_per_pass"] == 2.0
+    assert ps["stream_s_per_pass_vs_one_reader"] == pytest.approx(1.25)
+    table = rep.targets_tables({"targets": t})
+    assert "| d | hinge | 1.00 | 2.00 | 2.00× | 1.50 | 1.50× |" in table and "| 1.20 | 1.25× |" in table
+
+
+def test_io_baseline_reads_with_two_and_one_threads(tmp_path):
+    import scipy.sparse as sp
+    X = sp.random(300, 20, density=0.2, format="csr", random_state=0)
+    y = np.where(np.arange(300) % 2, 1.0, -1.0)
+    from streamsvm.io import write_store
+    write_store(tmp_path / "s.zarr", X, y, chunk_rows=64)
+    r = bench.io_baseline(str(tmp_path / "s.zarr"), repeat=1)
+    assert r["one_reader_pass_s"] > 0 and len(r["one_reader_pass_all_s"]) == 1
+    assert r["floor_s"] == min(r["read_chunk_loop_s"], r["scheduler_pass_s"])
+    assert "one read-ahead thread" in rep.io_table({"s": r})
 
 
 # -- report ------------------------------------------------------------------------------------
