@@ -120,6 +120,9 @@ def _visit(indptr, indices, data, unit, ycls, i, qd_i, pos, Cp, Cn, l2, B, out_W
            out_zs, out_terms, add_terms):
     """One visit of row ``i``: a coordinate step for every model still active on it.
 
+    ``qd_i``: ``‖x_i‖² + B²``, or a negative value to have it computed from the row only
+    when a step is taken (a streamed sweep, where most early visits take none).
+
     ``record``: store the visit-time margin in ``out_margin``; ``add_terms``: add the
     certificate terms of the pairs still active after the visit to ``out_terms`` (as
     :func:`dcd_terms_add`, with the visit-time margin).
@@ -162,6 +165,8 @@ def _visit(indptr, indices, data, unit, ycls, i, qd_i, pos, Cp, Cn, l2, B, out_W
         out_pg[c, 0] = max(out_pg[c, 0], PG)
         out_pg[c, 1] = min(out_pg[c, 1], PG)
         if abs(PG) > 1e-12:
+            if qd_i < 0.0:              # computed on the first step the visit takes
+                qd_i = _row_qd(indptr, data, unit, i, B)
             a_new = _step(G, a, qd_i + D, U)
             out_alpha[i, c] = a_new
             d = (a_new - a) * yi
@@ -246,8 +251,8 @@ def dcd_sweep(indptrs, indicess, datas, unit, yclss, n_slots, rng_state, work, p
             _prefetch_row(indptrs[s2], indicess[s2], datas[s2], unit, v >> 1)
         s = work[j] & 1
         i = work[j] >> 1
-        steps += _visit(indptrs[s], indicess[s], datas[s], unit, yclss[s], i,
-                        _row_qd(indptrs[s], datas[s], unit, i, B), pos, Cp, Cn, l2, B, out_W,
+        steps += _visit(indptrs[s], indicess[s], datas[s], unit, yclss[s], i, -1.0,
+                        pos, Cp, Cn, l2, B, out_W,
                         out_wb, out_alphas[s], out_actives[s], out_alphas[s], False, pgmax_old,
                         pgmin_old, out_pg, out_zu, out_zs, out_terms, True)
     for s in range(2):
