@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--memory", default="1GB",
                    help="RAM budget for cached chunks, per-row state and the active-set slab "
                         "(default 1GB)")
+    t.add_argument("--scratch-dir", default=None, metavar="DIR",
+                   help="local directory for per-row state that does not fit --memory and "
+                        "for the disk slab (default: the system temporary directory)")
+    t.add_argument("--no-disk-slab", action="store_true",
+                   help="dcd: never copy the active rows to scratch files (by default, once "
+                        "they hold at most half of the store's bytes but do not fit in "
+                        "RAM, sweeps read that uncompressed copy instead of the store)")
     t.add_argument("--checkpoint", default=None, metavar="DIR_OR_URL",
                    help="write checkpoints here (any fsspec URL)")
     t.add_argument("--checkpoint-every-passes", type=float, default=1.0, metavar="N",
@@ -238,7 +245,8 @@ def _cmd_quickstart(args) -> int:
         store=str(work / "a9a.zarr"), output=str(model_path), solver="dcd", C=1.0,
         loss="hinge", bias=1.0, tol=1e-3, max_passes=200, class_weight=[], seed=0,
         memory="1GB", checkpoint=None, checkpoint_every_passes=1, resume=False,
-        format="streamsvm", json=False, quiet=False, storage_option=[]))
+        format="streamsvm", json=False, quiet=False, storage_option=[], scratch_dir=None,
+        no_disk_slab=False))
     if rc:
         return rc
     print(f"[3/3] evaluate: streamsvm evaluate {model_path} {work / 'a9a.t.zarr'}")
@@ -314,8 +322,10 @@ def _cmd_train(args) -> int:
             store, solver=args.solver, memory=args.memory, seed=args.seed,
             checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every_passes,
             resume=args.resume, storage_options=so, callback=progress,
-            should_stop=stop.is_set, C=args.C, loss=args.loss, bias=args.bias, tol=args.tol,
-            max_passes=args.max_passes, class_weight=_class_weight(args.class_weight))
+            should_stop=stop.is_set, scratch_dir=args.scratch_dir, C=args.C, loss=args.loss,
+            bias=args.bias, tol=args.tol, max_passes=args.max_passes,
+            class_weight=_class_weight(args.class_weight),
+            **({"disk_slab": False} if args.no_disk_slab else {}))
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()

@@ -30,7 +30,7 @@ def _store_identity(store) -> dict:
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
           checkpoint_every=0, resume=False, storage_options=None, callback=None,
-          should_stop=None, block_rows=None, prefetch=2, **params):
+          should_stop=None, block_rows=None, prefetch=2, scratch_dir=None, **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``.
 
     Parameters
@@ -47,6 +47,9 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
         Passes over the data between checkpoints (0: only at the end or when interrupted).
     resume : bool
         Continue from the newest valid checkpoint in ``checkpoint``.
+    scratch_dir : str, optional
+        Local directory for spilled per-row state and dcd's disk slab (default: the system
+        temporary directory).
     **params
         Solver parameters (``C``, ``loss``, ``bias``, ``tol``, ``max_passes``, ...).
     """
@@ -65,7 +68,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
     if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
         block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
-                          prefetch=prefetch)
+                          prefetch=prefetch, scratch_dir=scratch_dir)
     manager = state = None
     identity = {"store": _store_identity(store), "params": slv.params(), "seed": seed,
                 "block_rows": block_rows}

@@ -129,6 +129,34 @@ def test_train_predict_evaluate(a9a_store, tmp_path, capsys):
     assert m.task == "binary"
 
 
+@pytest.mark.filterwarnings("ignore:dcd stopped after")
+def test_small_budget_uses_the_scratch_dir_and_cleans_it(a9a_store, tmp_path, capsys,
+                                                         monkeypatch):
+    """--memory too small for the RAM slab: the active rows go to a disk slab under
+    --scratch-dir (removed at the end); --no-disk-slab streams the store every sweep."""
+    from streamsvm.solvers import _disk_slab
+    store, scratch = a9a_store / "a9a.zarr", tmp_path / "scratch"
+    seen = []
+    real = _disk_slab.DiskSlabWriter.__init__
+
+    def spy(self, sched, *a, **kw):
+        real(self, sched, *a, **kw)
+        seen.extend(self.paths.values())
+    monkeypatch.setattr(_disk_slab.DiskSlabWriter, "__init__", spy)
+    args = ["train", str(store), "--loss", "hinge", "--memory", "2MB", "--json", "-q",
+            "--scratch-dir", str(scratch)]
+    assert main(args + ["-o", str(tmp_path / "a.json")]) == 0
+    with_disk = json.loads(capsys.readouterr().out)
+    assert seen and all(str(p).startswith(str(scratch)) for p in seen)
+    assert scratch.is_dir() and not list(scratch.iterdir())
+    n = len(seen)
+    assert main(args + ["-o", str(tmp_path / "b.json"), "--no-disk-slab"]) == 0
+    streamed = json.loads(capsys.readouterr().out)
+    assert len(seen) == n                      # no slab written
+    assert with_disk["converged"] and with_disk["passes"] < streamed["passes"]
+    assert load_model(tmp_path / "b.json").params["disk_slab"] is False
+
+
 def test_liblinear_export_predicts_the_same(a9a_store, tmp_path):
     lib = pytest.importorskip("liblinear.liblinearutil")
     sk = pytest.importorskip("sklearn.datasets")

@@ -239,6 +239,23 @@ class PassScheduler:
         self.reserved = max(0, int(nbytes))
         self._backend.cache.resize(self._cache_capacity())
 
+    def scratch_file(self, name: str) -> str:
+        """Path of a new empty file in the scheduler's private scratch directory (under
+        ``scratch_dir``), deleted with the directory by :meth:`close` if not before."""
+        return self._scratch.file(name)
+
+    def read_blocks(self, ids) -> Iterator[Block]:
+        """Blocks ``ids`` in order, outside any sweep: no sweep started, no row counted as
+        visited (the orders and seeds of later sweeps do not change). For a solver that
+        restores its own copy of some rows, e.g. after resuming from a checkpoint."""
+        ids = [int(b) for b in ids]
+        bad = [b for b in ids if not 0 <= b < self.n_blocks]
+        if bad:
+            raise InvalidParameterError(f"The 'ids' parameter of PassScheduler.read_blocks "
+                                        f"must be block ids in [0, {self.n_blocks}). Got "
+                                        f"{bad[:5]} instead.")
+        return self._backend.iter_blocks(ids)
+
     def count_rows(self, n_rows: int) -> None:
         """Count rows a solver visited outside a sweep (from its own RAM copy)."""
         self.rows_visited += int(n_rows)

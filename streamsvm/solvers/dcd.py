@@ -21,13 +21,20 @@ Algorithm 2 — spec_003 §1.9; out of core per spec §3.4, §3.6, §3.8):
   visited two at a time, from chunks paired at random anew each pass (each chunk's blocks
   in storage order from either end, so each compressed inner chunk is decoded once); the
   rows of the two resident blocks are interleaved at random in the kernel (the shuffle
-  buffer, so groupings change every pass). LIBLINEAR's shrinking applies per row with the global thresholds of the previous
-  pass; a block whose rows are all shrunk is not read. Per row only α and the shrink flags
-  persist (9 bytes for a binary problem): labels and ``‖x_i‖²`` come with the rows.
+  buffer, so groupings change every pass). LIBLINEAR's shrinking applies per row with the
+  global thresholds of the previous pass; a block whose rows are all shrunk is not read.
+  Per row only α and the shrink flags persist (9 bytes for a binary problem): labels and
+  ``‖x_i‖²`` come with the rows.
 * Active-set compaction: once the active rows fit the memory budget they are copied into a
   RAM slab during the next streamed pass (or exact check), and further sweeps run there
   (LIBLINEAR's in-memory epochs, global random order, as many per kernel call as fit in
-  one pass of visits).
+  one pass of visits). Before that, once they hold at most ``DISK_FRACTION`` of the store's
+  bytes, they are copied uncompressed to scratch files (the disk slab,
+  ``solvers/_disk_slab.py``) and the sweeps read only those, two blocks at a time as a
+  streamed pass, their state gathered from and scattered to the scheduler's states by row
+  id; the disk slab is compacted again when half of its rows are shrunk, and gives way to
+  the RAM slab when the active rows fit. Not in spec_003 §3.8 (RAM only): on the 10^7-row
+  benchmark store it halves the passes to 1e-3 (``tools/bench.py --suite dcd``).
 * Certificate every sweep: the dual objective is exact (from α and w). The primal is an
   estimate: the margins of the active rows recorded at their last visit, 0 loss for rows
   shrunk at α = 0 (they were shrunk with margin > 1), and for rows shrunk at α = C (hinge)
@@ -43,8 +50,9 @@ Algorithm 2 — spec_003 §1.9; out of core per spec §3.4, §3.6, §3.8):
   and, out of core, rebuilt the slab from the rows left active.
 
 Cost: one streamed pass per sweep (fewer rows once shrinking removes rows; blocks with no
-active row are skipped), a slab sweep reads nothing, the exact check is one full pass.
-``passes`` counts rows visited / n_rows over all of them.
+active row are skipped), a disk-slab sweep reads the slab's rows (raw), a RAM-slab sweep
+reads nothing, the exact check is one full pass. ``passes`` counts rows visited (read from
+the store or a slab) / n_rows over all of them.
 """
 
 from __future__ import annotations
@@ -59,14 +67,20 @@ from ..exceptions import ConvergenceWarning, InvalidParameterError
 from ..kernels._dcd import (dcd_check, dcd_estimate, dcd_slab_epochs, dcd_sweep,
                             dcd_terms_add, row_sq_norms_bias)
 from ..io._shuffle import _take_rows
+from ..schedule._orders import mix64
+from ..schedule._prefetch import read_ahead
 from ._base import SolveResult, check_param, class_costs, register
+from ._disk_slab import DiskSlab, DiskSlabWriter, rebuild, row_ids
 
 __all__ = ["DCDSolver"]
 
 log = logging.getLogger(__name__)
 
 LOSSES = ("hinge", "squared_hinge")
-_STATE_VERSION = 2
+_STATE_VERSION = 3
+#: The active rows go to a disk slab once their bytes are at most this share of the store's.
+DISK_FRACTION = 0.5
+_DISK_STREAM = 3            # mix64 key of the disk slab's visit orders
 
 
 @dataclasses.dataclass
@@ -118,8 +132,17 @@ class _Collector:
             return
         self.used += nbytes
         self.sched.reserve(self.used)
-        self.pieces.append((_take_rows(r, block.y, block.indptr, block.indices, block.data),
-                            block.row_start + r, alpha[r], active[r]))
+        # (a disk-slab block of an all-ones store has no values: indices stand in)
+        values = block.data if len(block.data) == len(block.indices) else block.indices
+        self.pieces.append((_take_rows(r, block.y, block.indptr, block.indices, values),
+                            row_ids(block, r), alpha[r], active[r]))
+
+    def add_block(self, block, act, alpha, active) -> None:
+        self.add(block, act, alpha, active)
+
+    def abandon(self) -> None:
+        self.pieces = None
+        self.sched.reserve(0)
 
 
 @register("dcd")
@@ -140,10 +163,14 @@ class DCDSolver:
     shrinking : bool, default=True
     slab : bool, default=True
         Allow active-set compaction into RAM.
+    disk_slab : bool, default=True
+        When the active rows do not fit the RAM slab but hold at most half of the store's
+        bytes, copy them uncompressed to files in the scheduler's scratch directory and
+        sweep those instead of the store (see ``solvers/_disk_slab.py``).
     """
 
     def __init__(self, *, C=1.0, loss="squared_hinge", bias=1.0, tol=1e-3, max_passes=200,
-                 class_weight=None, shrinking=True, slab=True):
+                 class_weight=None, shrinking=True, slab=True, disk_slab=True):
         owner = "DCDSolver"
         self.C = float(check_param(owner, "C", C, "float", 0.0, low_open=True))
         self.loss = check_param(owner, "loss", loss, "str", choices=LOSSES)
@@ -155,12 +182,14 @@ class DCDSolver:
         self.shrinking = bool(check_param(owner, "shrinking", shrinking, "bool",
                                           choices=(True, False)))
         self.slab_enabled = bool(check_param(owner, "slab", slab, "bool", choices=(True, False)))
+        self.disk_enabled = bool(check_param(owner, "disk_slab", disk_slab, "bool",
+                                             choices=(True, False)))
 
     def params(self) -> dict:
         return {"solver": "dcd", "C": self.C, "loss": self.loss, "bias": self.bias,
                 "tol": self.tol, "max_passes": self.max_passes,
                 "class_weight": self.class_weight, "shrinking": self.shrinking,
-                "slab": self.slab_enabled}
+                "slab": self.slab_enabled, "disk_slab": self.disk_enabled}
 
     # ------------------------------------------------------------------------------
     def solve(self, sched, state=None, callback=None, checkpoint=None, checkpoint_every=0,
@@ -223,7 +252,8 @@ class _Run:
         self.task = store.task
         classes = store.classes
         self.k = 1 if self.task == "binary" else len(classes)
-        self.pos = np.array([1], np.int32) if self.task == "binary" else np.arange(self.k, dtype=np.int32)
+        self.pos = np.array([1], np.int32) if self.task == "binary" else \
+            np.arange(self.k, dtype=np.int32)
         self.Cp, self.Cn = class_costs("DCDSolver", solver.C, solver.class_weight, self.task,
                                        classes, store.label_counts)
         self.l2 = solver.loss == "squared_hinge"
@@ -243,7 +273,7 @@ class _Run:
         # are summed while the rows are visited, so only α and the shrink flags persist.
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
         self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
-        # certificate sums over the active pairs: [Σ C_i ξ_i, Σ α_i, ½ Σ D_i α_i²] (NaN: unknown)
+        # certificate sums over the active pairs [Σ C_i ξ_i, Σ α_i, ½ Σ D_i α_i²] (NaN: unknown)
         self._terms = np.full((k, 3), np.nan)
         nb = sched.n_blocks
         self.block_active = np.asarray(sched.block_sizes, dtype=np.int64).copy()
@@ -261,6 +291,10 @@ class _Run:
         self.eps_pg = 0.1          # LIBLINEAR's default dual stopping tolerance
         self.mode = "stream"
         self.slab: _Slab | None = None
+        self.disk: DiskSlab | None = None
+        self.build_disk = False
+        self._disk_bytes = 0                    # bytes read from disk slabs, all sweeps
+        self._store_bytes = int(self.block_active_bytes.sum())     # CSR bytes of every row
         self._slab_active = 0
         self._slab_margins = False
         # Exact checks asked for by the estimated gap (≤ gap_trigger) wait until rows_visited
@@ -290,16 +324,21 @@ class _Run:
         if self.mode == "stream" and self.build_slab and self.n_iter == 0:
             self._load_slab()                           # the whole store fits: read it once
         self._cert_fresh = False
-        if self.mode == "slab":
+        disk0 = self._disk_bytes
+        mode = self.mode                                # the kind of this sweep
+        if mode == "slab":
             epochs, spread = self._slab_epochs(pg)      # thresholds updated in the kernel
         else:
-            self._stream_sweep(pg)
+            if mode == "disk":
+                self._disk_sweep(pg)
+            else:
+                self._stream_sweep(pg)
             epochs, spread = 1, float(np.max(pg[:, 0] - pg[:, 1]))
             self._update_thresholds(pg)
         self.n_iter += epochs
         primal, dual = self._objectives()
         gap = self._rel_gap(primal, dual)
-        entry = {"iter": self.n_iter, "mode": self.mode, "passes": sched.passes,
+        entry = {"iter": self.n_iter, "mode": mode, "passes": sched.passes,
                  "primal": float(primal.sum()), "dual": float(dual.sum()), "gap": float(gap.max()),
                  "active": int(self._active_rows()), "pg_spread": spread, "exact": False}
         est = float(gap.max())
@@ -314,12 +353,12 @@ class _Run:
             if not self.done and by_gap:
                 # the estimate was optimistic: space the next estimate-driven checks wider
                 self._check_misses = min(self._check_misses + 1, 2)
-        elif self.mode == "stream" and self.slab is None and self.s.slab_enabled:
-            self.build_slab = self._slab_fits()
+        elif self.mode in ("stream", "disk"):
+            self._plan_compaction()
         if not self.done and sched.passes >= self.s.max_passes:
             self.done = True
         entry["sweep_seconds"] = time.perf_counter() - t0
-        entry["mb_read"] = (sched.bytes_read - bytes0) / 1e6
+        entry["mb_read"] = (sched.bytes_read - bytes0 + self._disk_bytes - disk0) / 1e6
         self.history.append(entry)
         log.info("iter %3d %-6s passes %7.2f primal %.6e dual %.6e gap %.2e active %d%s "
                  "%.2fs %.1fMB", entry["iter"], entry["mode"], entry["passes"], entry["primal"],
@@ -335,7 +374,7 @@ class _Run:
             self._unshrink()
             mask = self.block_active > 0
         ids = self._block_order(mask, sched.rng(self.n_iter, 0))
-        pieces = self._collector() if self.build_slab else None
+        pieces = self._new_collector()
         pending = None
         blocks = sched.blocks(ids)
         try:
@@ -349,8 +388,7 @@ class _Run:
                 self._sweep_group((pending,), pg, pieces)
         finally:
             blocks.close()
-        if pieces is not None:
-            self._enter_slab(pieces.pieces)
+        self._enter_compacted(pieces)
 
     def _block_order(self, mask, rng):
         """Active blocks in a random order that reads each chunk once per pass.
@@ -415,9 +453,15 @@ class _Run:
         alpha, active, margin)."""
         return 8 + 4 + 4 + 8 + 13 * self.k
 
+    def _active_csr(self) -> tuple[int, int]:
+        """Active rows and the bytes of their CSR entries (in the disk slab when there)."""
+        if self.disk is not None:
+            return int(self.disk.block_active.sum()), int(self.disk_active_bytes.sum())
+        return int(self.block_active.sum()), int(self.block_active_bytes.sum())
+
     def _slab_state_bytes(self) -> int:
-        rows = int(self.block_active.sum())
-        return int(self.block_active_bytes.sum()) + rows * self._row_state_bytes
+        rows, nbytes = self._active_csr()
+        return nbytes + rows * self._row_state_bytes
 
     def _slab_budget(self) -> int:
         sched = self.sched
@@ -429,6 +473,123 @@ class _Run:
 
     def _collector(self) -> _Collector:
         return _Collector(self.sched, self._slab_budget(), self.row_bytes, self._row_state_bytes)
+
+    def _new_collector(self):
+        """What the coming pass copies the active rows into: a RAM slab (they fit), a new
+        disk slab (worth it), or nothing."""
+        if self.build_slab:
+            return self._collector()
+        if self.build_disk:
+            store = self.sched.store
+            return DiskSlabWriter(self.sched, {"indices": store.meta["index_dtype"],
+                                               "data": store.dtype, "y": None},
+                                  self.unit, self.sched.block_rows or store.chunk_rows,
+                                  self._disk_limit())
+        return None
+
+    def _enter_compacted(self, pieces) -> None:
+        if isinstance(pieces, _Collector):
+            self._enter_slab(pieces.pieces)
+        elif isinstance(pieces, DiskSlabWriter):
+            self._enter_disk(pieces)
+
+    def _disk_limit(self) -> int:
+        """Most bytes of a disk slab: DISK_FRACTION of the store's CSR bytes."""
+        return int(DISK_FRACTION * self._store_bytes)
+
+    def _plan_compaction(self) -> None:
+        """After a streamed or disk sweep: should the next one collect the active rows into
+        a RAM slab (they fit) or a new disk slab (they fit DISK_FRACTION of the store; in a
+        disk slab, when at most half of its rows are still active)?"""
+        self.build_slab = self.s.slab_enabled and self.slab is None and self._slab_fits()
+        self.build_disk = False
+        if self.build_slab or not (self.s.slab_enabled and self.s.disk_enabled):
+            return
+        rows, nbytes = self._active_csr()
+        if rows == 0:
+            return
+        # the files also hold a row id, a length and a label per row
+        size = nbytes + rows * (8 + 4 + 4)
+        if size > self._disk_limit():
+            return
+        self.build_disk = self.disk is None or 2 * rows <= self.disk.n_rows
+
+    def _enter_disk(self, writer: DiskSlabWriter) -> None:
+        self.build_disk = False
+        slab = writer.finish()
+        if slab is None:
+            return
+        self._drop_disk()
+        self.disk = slab
+        self.disk_active_bytes = (slab.bounds[:, 3] - slab.bounds[:, 2]) * self.row_bytes
+        self.mode = "disk"
+        log.info("active set compacted: %d rows (%.1f MB) copied to scratch disk",
+                 slab.n_rows, slab.nbytes / 1e6)
+
+    def _drop_disk(self) -> None:
+        """Delete the disk slab (the per-row state never left the scheduler's states)."""
+        if self.disk is not None:
+            self.disk.delete()
+            self.disk = None
+            if self.mode == "disk":
+                self.mode = "stream"
+
+    def _disk_sweep(self, pg) -> None:
+        """One sweep over the disk slab: its blocks with active rows in a new random order,
+        two at a time with their rows interleaved (as a streamed pass), the rows' state
+        gathered from and scattered back to the scheduler's states by row id."""
+        sl, sched = self.disk, self.sched
+        ids = np.flatnonzero(sl.block_active > 0)
+        if len(ids) == 0:       # everything shrunk: un-shrink (LIBLINEAR does the same)
+            self._unshrink()
+            self._stream_sweep(pg)
+            return
+        self._terms[:] = 0.0
+        ids = ids[sched.rng(self.n_iter, _DISK_STREAM).permutation(len(ids))]
+        pieces = self._new_collector()
+        read0 = sl.bytes_read
+        pending, position, rows = None, 0, 0
+        blocks = read_ahead(ids.tolist(), sl.read_block, sched.prefetch)
+        try:
+            for _, block, _ in blocks:
+                rows += block.n_rows
+                if pending is None:
+                    pending = block
+                    continue
+                self._disk_group((pending, block), pg, pieces, position)
+                pending, position = None, position + 1
+            if pending is not None:
+                self._disk_group((pending,), pg, pieces, position)
+        finally:
+            blocks.close()
+        sched.count_rows(rows)
+        self._disk_bytes += sl.bytes_read - read0
+        self._enter_compacted(pieces)
+
+    def _disk_group(self, group, pg, pieces, position) -> None:
+        alpha, active = self.alpha.values, self.active.values
+        views = [(alpha[b.rows], active[b.rows]) for b in group]
+        n_slots = len(group)
+        if n_slots == 1:
+            group, views = group * 2, views * 2
+        rows = group[0].n_rows + (group[1].n_rows if n_slots == 2 else 0)
+        if len(self._work) < rows:
+            self._work = np.empty(rows, dtype=np.int64)
+        seed = mix64(self.sched.seed, _DISK_STREAM, self.n_iter, position)
+        dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
+                  tuple(b.data for b in group), self.unit, tuple(b.y for b in group), n_slots,
+                  np.array([seed], dtype=np.uint64), self._work, self.pos, self.Cp, self.Cn,
+                  self.l2, self.B, self.W, self.wb, tuple(v[0] for v in views),
+                  tuple(v[1] for v in views), self.pgmax_old, self.pgmin_old, pg, self.zu,
+                  self.zs, self._terms, self._counts)
+        for j in range(n_slots):
+            b = group[j]
+            alpha[b.rows] = views[j][0]
+            active[b.rows] = views[j][1]
+            self.disk.block_active[b.id] = self._counts[j, 0]
+            self.disk_active_bytes[b.id] = self._counts[j, 1] * self.row_bytes
+            if pieces is not None:
+                pieces.add(b, views[j][1].any(axis=1), *views[j])
 
     def _enter_slab(self, pieces):
         self.build_slab = False
@@ -570,11 +731,16 @@ class _Run:
             self._slab_active = int(sl.active.any(axis=1).sum())
         else:
             self._leave_slab()
-            self._terms[:] = 0.0
             # the same pass collects the rows left active into a new slab while they fit
             # (only when the rows active before the check already fit: copying rows that
-            # are then dropped would leave the heap fragmented for the rest of the run)
-            pieces = self._collector() if self.s.slab_enabled and self._slab_fits() else None
+            # are then dropped would leave the heap fragmented for the rest of the run), or
+            # into a new disk slab when that is worth it
+            self._plan_compaction()
+            self.build_disk = self.build_disk or (self.disk is not None and
+                                                  not self.build_slab)
+            self._drop_disk()
+            self._terms[:] = 0.0
+            pieces = self._new_collector()
 
             def check(block):       # runs in this thread, in block order: zu sums are fixed
                 alpha, active = self._views(block)
@@ -595,12 +761,12 @@ class _Run:
                                  acc[:, 2] + p[:, 2], acc[:, 3] + p[:, 3]], axis=1)
 
             stats = sched.map_reduce(check, combine=combine)
-            if pieces is not None and pieces.pieces and self._rel_gap(0.5 * (np.einsum("kd,kd->k", self.W, self.W)
-                                               + self.wb ** 2) + stats[:, 2],
-                                        dual).max() > self.s.tol:
-                self._enter_slab(pieces.pieces)
-            else:
-                self.sched.reserve(0)
+            reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
+            if pieces is not None and self._rel_gap(reg + stats[:, 2], dual).max() > self.s.tol:
+                self._enter_compacted(pieces)
+            elif pieces is not None:
+                pieces.abandon()            # converged: no more sweeps
+            self.build_slab = self.build_disk = False
         base = sched.n_rows // 2 if self._slab_full else 2 * sched.n_rows
         self._check_due = sched.rows_visited + base * 2 ** self._check_misses
         reg = 0.5 * (np.einsum("kd,kd->k", self.W, self.W) + self.wb ** 2)
@@ -614,8 +780,8 @@ class _Run:
         self.gap, self.primal, self.dual = float(gap.max()), float(primal.sum()), float(dual.sum())
         if gap.max() <= self.s.tol:
             self.done = self.converged = True
-        elif self.slab is None and self.s.slab_enabled:
-            self.build_slab = self._slab_fits()
+        elif self.mode in ("stream", "disk"):
+            self._plan_compaction()
         return entry
 
     def _unshrink(self):
@@ -630,6 +796,7 @@ class _Run:
             self._slab_active = len(self.slab.rows)
             return
         self._leave_slab()
+        self._drop_disk()
         self.active.fill(1)
         self.block_active[:] = self.sched.block_sizes
         self._terms[:] = np.nan         # known again after the next sweep
@@ -637,7 +804,7 @@ class _Run:
     def _active_rows(self) -> int:
         if self.slab is not None:
             return self._slab_active
-        return int(self.block_active.sum())
+        return self._active_csr()[0]
 
     # -- results and checkpoints -----------------------------------------------------
     def result(self) -> SolveResult:
@@ -646,6 +813,7 @@ class _Run:
             self.gap = float(self._rel_gap(primal, dual).max())
             self.primal, self.dual = float(primal.sum()), float(dual.sum())
         self._leave_slab()
+        self._drop_disk()
         return SolveResult(self.W.copy(), self.wb * self.B, self.n_iter, self.sched.passes,
                            self.converged, self.gap, self.primal, self.dual, list(self.history))
 
@@ -659,8 +827,13 @@ class _Run:
             arrays["state." + name] = st.to_array()
         if self.slab is not None:
             arrays.update(self.slab.arrays())
+        if self.disk is not None:       # its rows are read again from the store on resume
+            arrays.update({"disk." + k: v for k, v in self.disk.layout().items()})
+            arrays["disk.active_bytes"] = self.disk_active_bytes
         meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
                 "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
+                "build_disk": self.build_disk, "disk_bytes": self._disk_bytes,
+                "disk_y_dtype": None if self.disk is None else str(self.disk.dtypes["y"]),
                 "slab_active": self._slab_active if self.slab is not None else 0,
                 "slab_margins": bool(self.slab is not None and self._slab_margins),
                 "eps_pg": self.eps_pg, "gap_trigger": self.gap_trigger,
@@ -697,10 +870,21 @@ class _Run:
         self.gap, self.primal, self.dual = (float(meta[k]) for k in ("gap", "primal", "dual"))
         self.history = _history_from_arrays(arrays)
         self.saved_at = float(meta["saved_at"])
+        self.build_disk = bool(meta["build_disk"])
+        self._disk_bytes = int(meta["disk_bytes"])
         if meta["mode"] == "slab":
             self._set_slab(_Slab.from_arrays(arrays))
             self._slab_active = int(meta["slab_active"])
             self._slab_margins = bool(meta["slab_margins"])
+        elif meta["mode"] == "disk":
+            store = self.sched.store
+            layout = {k: arrays["disk." + k] for k in ("rows", "lens", "bounds", "block_active")}
+            self.disk = rebuild(self.sched, self.sched.read_blocks(range(self.sched.n_blocks)),
+                                layout, {"indices": store.meta["index_dtype"],
+                                         "data": store.dtype, "y": meta["disk_y_dtype"]},
+                                self.unit)
+            self.disk_active_bytes = np.array(arrays["disk.active_bytes"], dtype=np.int64)
+            self.mode = "disk"
 
 
 _HIST_FLOAT = ("passes", "primal", "dual", "gap", "pg_spread", "sweep_seconds", "mb_read",
@@ -716,6 +900,7 @@ def _history_to_arrays(history: list) -> dict:
                 for k in _HIST_INT})
     out["history.exact"] = np.array([h["exact"] for h in history], dtype=bool)
     out["history.slab"] = np.array([h["mode"] == "slab" for h in history], dtype=bool)
+    out["history.disk"] = np.array([h["mode"] == "disk" for h in history], dtype=bool)
     return out
 
 
@@ -724,7 +909,8 @@ def _history_from_arrays(arrays: dict) -> list:
     rows = []
     for j in range(n):
         h = {"iter": int(arrays["history.iter"][j]),
-             "mode": "slab" if arrays["history.slab"][j] else "stream"}
+             "mode": "slab" if arrays["history.slab"][j] else
+             "disk" if arrays["history.disk"][j] else "stream"}
         for k in ("passes", "primal", "dual", "gap"):
             h[k] = float(arrays[f"history.{k}"][j])
         h["active"] = int(arrays["history.active"][j])
