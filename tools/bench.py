@@ -870,22 +870,31 @@ def pass_times(history: list[dict]) -> dict:
     ``first_sweep_s``: the first sweep (one full streamed pass, no shrinking yet);
     ``stream_s_per_pass``: median over streamed sweeps of sweep seconds / passes it added;
     ``exact_s_per_pass``: the same for sweeps that ended with an exact check (one extra
-    read-only pass each).
+    read-only pass each); ``disk_sweep_s``: median seconds of a sweep over dcd's disk slab
+    (the active rows' uncompressed copy: a fraction of the store) and
+    ``disk_s_per_pass``: the same per pass of rows it visited.
     """
-    stream, exact, prev, first = [], [], 0.0, None
+    stream, exact, disk, disk_pp, prev, first = [], [], [], [], 0.0, None
     for h in history:
         dp = h["passes"] - prev
         prev = h["passes"]
-        if dp <= 0 or h.get("mode") != "stream":
+        if dp <= 0 or h.get("mode") not in ("stream", "disk"):
             continue
         v = h["sweep_seconds"] / dp
-        (exact if h.get("exact") else stream).append(v)
-        if first is None and not h.get("exact"):
+        if h.get("exact"):
+            exact.append(v)
+        elif h["mode"] == "disk":
+            disk.append(h["sweep_seconds"])
+            disk_pp.append(v)
+        else:
+            stream.append(v)
+        if first is None and not h.get("exact") and h["mode"] == "stream":
             first = h["sweep_seconds"] / dp
-    return {"first_sweep_s": first,
-            "stream_s_per_pass": statistics.median(stream) if stream else None,
-            "exact_s_per_pass": statistics.median(exact) if exact else None,
-            "stream_sweeps": len(stream), "exact_sweeps": len(exact)}
+    med = (lambda x: statistics.median(x) if x else None)  # noqa: E731
+    return {"first_sweep_s": first, "stream_s_per_pass": med(stream),
+            "exact_s_per_pass": med(exact), "disk_sweep_s": med(disk),
+            "disk_s_per_pass": med(disk_pp), "stream_sweeps": len(stream),
+            "exact_sweeps": len(exact), "disk_sweeps": len(disk)}
 
 
 def dcd_targets(results: dict) -> list[dict]:
@@ -936,7 +945,7 @@ def dcd_targets(results: dict) -> list[dict]:
             w["overall_s_per_pass"] = (r["fit_seconds"] / r["passes"]
                                        if r.get("fit_seconds") and r.get("passes") else None)
             for k in ("first_sweep_s", "stream_s_per_pass", "exact_s_per_pass",
-                      "overall_s_per_pass"):
+                      "overall_s_per_pass", "disk_sweep_s", "disk_s_per_pass"):
                 w[k + "_ratio"] = w[k] / floor if w.get(k) else None
             one = io.get("one_reader_pass_s")
             w["one_reader_s"] = one

@@ -395,8 +395,27 @@ def test_pass_times_and_targets():
     assert ps["stream_s_per_pass_ratio"] == 1.5 and not ps["met"]
     assert ps["overall_s_per_pass"] == 2.0
     assert ps["stream_s_per_pass_vs_one_reader"] == pytest.approx(1.25)
+    assert ps["disk_sweeps"] == 0 and ps["disk_sweep_s"] is None
     table = rep.targets_tables({"targets": t})
     assert "| d | hinge | 1.00 | 2.00 | 2.00× | 1.50 | 1.50× |" in table and "| 1.20 | 1.25× |" in table
+
+
+def test_pass_times_of_disk_slab_sweeps():
+    hist = [{"passes": 1.0, "sweep_seconds": 2.0, "mode": "stream", "exact": False},
+            {"passes": 1.2, "sweep_seconds": 0.3, "mode": "disk", "exact": False},
+            {"passes": 1.3, "sweep_seconds": 0.1, "mode": "disk", "exact": False},
+            {"passes": 2.5, "sweep_seconds": 2.4, "mode": "disk", "exact": True}]
+    pt = bench.pass_times(hist)
+    assert pt["disk_sweeps"] == 2 and pt["disk_sweep_s"] == pytest.approx(0.2)
+    assert pt["disk_s_per_pass"] == pytest.approx(1.25)
+    assert pt["exact_s_per_pass"] == pytest.approx(2.0) and pt["stream_sweeps"] == 1
+    run = _run("streamsvm-dcd", "streamsvm", [], fit_seconds=4.8, passes=2.5,
+               peak_rss_mb=300.0, history=hist)
+    res = {"runs": [run], "datasets": [{"name": "d", "ooc": True, "budget_bytes": 250e6,
+                                        "n_features": 1000, "task": "binary", "classes": [-1, 1]}],
+           "io_baseline": {"d": {"floor_s": 0.5}}, "rss_floor": {"d": 100.0}}
+    table = rep.targets_tables({"targets": bench.dcd_targets(res)})
+    assert "disk slab" in table and "| d | hinge | 1 | 2 | 0.200 | 0.40× | 1.25 | 2.50× |" in table
 
 
 def test_io_baseline_reads_with_two_and_one_threads(tmp_path):
