@@ -30,7 +30,7 @@ Methods
       weights read from ``--readable_model`` (times VW's ``l2_state`` contraction) and graded
       like everybody else; multiclass (``--oaa k``): accuracy only.
 
-Per run: fit seconds (in-process, around the fitting call only; median of up to ``--repeat``
+Per run: fit seconds (in-process, around the fitting call only; fastest of up to ``--repeat``
 fits when the first takes less than ``--repeat-under`` s), whole-process seconds (streamsvm: the
 ``streamsvm train`` CLI measured from spawn to exit; the others: the worker's start-up + data
 loading + the fit), peak RSS of that process (``wait4`` rusage), passes over the data, the

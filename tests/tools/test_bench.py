@@ -508,3 +508,10 @@ def test_worker_streamsvm_and_liblinear_in_process(tmp_path):
                                task="binary")
     # both solve the same problem: LIBLINEAR -e 0.001 lands next to dcd's tol=1e-6 optimum
     assert p_ll == pytest.approx(p_ref, rel=1e-3) and p_ref <= p_ll * (1 + 1e-9)
+
+
+def test_repeated_fit_times_keep_the_fastest():
+    out = bm._Out({"method": "x"})
+    step = out.add("headline", "l", None, [0.30, 0.12, 0.95])
+    assert step["fit_seconds"] == 0.12 and step["fit_seconds_all"] == [0.30, 0.12, 0.95]
+    assert out.add("curve", "l", None, 2.5)["fit_seconds"] == 2.5
