@@ -79,6 +79,7 @@ class DiskSlabWriter:
         self.n_rows = self.nnz = self.nbytes = 0
         self.bounds = [[0, 0, 0, 0]]          # per block: row start/stop, nnz start/stop
         self.failed = False
+        self.error: OSError | None = None     # a write that failed (e.g. disk full)
 
     @property
     def _parts(self):
@@ -100,8 +101,12 @@ class DiskSlabWriter:
         if self.nbytes + nbytes > self.limit:
             self.abandon()
             return
-        for p in self._parts:
-            self._files[p].write(np.ascontiguousarray(parts[p]).tobytes())
+        try:
+            self._write_parts(parts)
+        except OSError as exc:          # e.g. the scratch disk is full: no slab this time
+            self.error = exc
+            self.abandon()
+            return
         last = self.bounds[-1]
         if last[1] - last[0] + len(rows) > self.block_rows and last[1] > last[0]:
             self.bounds.append([last[1], last[1], last[3], last[3]])
@@ -111,6 +116,10 @@ class DiskSlabWriter:
         self.n_rows += len(rows)
         self.nnz += nnz
         self.nbytes += nbytes
+
+    def _write_parts(self, parts: dict) -> None:
+        for p in self._parts:
+            self._files[p].write(np.ascontiguousarray(parts[p]).tobytes())
 
     def add(self, block, act, *state) -> None:
         """Append the rows of a block (store or slab) where ``act`` is True (the solver's

@@ -293,6 +293,7 @@ class _Run:
         self.slab: _Slab | None = None
         self.disk: DiskSlab | None = None
         self.build_disk = False
+        self.disk_off = False                   # a disk slab could not be written
         self._disk_bytes = 0                    # bytes read from disk slabs, all sweeps
         self._store_bytes = int(self.block_active_bytes.sum())     # CSR bytes of every row
         self._slab_active = 0
@@ -481,11 +482,22 @@ class _Run:
             return self._collector()
         if self.build_disk:
             store = self.sched.store
-            return DiskSlabWriter(self.sched, {"indices": store.meta["index_dtype"],
-                                               "data": store.dtype, "y": None},
-                                  self.unit, self.sched.block_rows or store.chunk_rows,
-                                  self._disk_limit())
+            try:
+                return DiskSlabWriter(self.sched, {"indices": store.meta["index_dtype"],
+                                                   "data": store.dtype, "y": None},
+                                      self.unit, self.sched.block_rows or store.chunk_rows,
+                                      self._disk_limit())
+            except OSError as exc:
+                self._disk_failed(exc)
         return None
+
+    def _disk_failed(self, exc: OSError) -> None:
+        """The scratch directory cannot take a disk slab: go on without one."""
+        self.disk_off = True
+        self.build_disk = False
+        log.warning("dcd: cannot write the disk slab to the scratch directory (%s); "
+                    "continuing with streamed passes (set --scratch-dir to a local disk "
+                    "with room for half the decoded store)", exc)
 
     def _enter_compacted(self, pieces) -> None:
         if isinstance(pieces, _Collector):
@@ -503,7 +515,7 @@ class _Run:
         disk slab, when at most half of its rows are still active)?"""
         self.build_slab = self.s.slab_enabled and self.slab is None and self._slab_fits()
         self.build_disk = False
-        if self.build_slab or not (self.s.slab_enabled and self.s.disk_enabled):
+        if self.build_slab or self.disk_off or not (self.s.slab_enabled and self.s.disk_enabled):
             return
         rows, nbytes = self._active_csr()
         if rows == 0:
@@ -517,6 +529,8 @@ class _Run:
     def _enter_disk(self, writer: DiskSlabWriter) -> None:
         self.build_disk = False
         slab = writer.finish()
+        if writer.error is not None:
+            self._disk_failed(writer.error)
         if slab is None:
             return
         self._drop_disk()
@@ -833,6 +847,7 @@ class _Run:
         meta = {"solver": "dcd", "version": _STATE_VERSION, "params": self.s.params(),
                 "n_iter": self.n_iter, "mode": self.mode, "build_slab": self.build_slab,
                 "build_disk": self.build_disk, "disk_bytes": self._disk_bytes,
+                "disk_off": self.disk_off,
                 "disk_y_dtype": None if self.disk is None else str(self.disk.dtypes["y"]),
                 "slab_active": self._slab_active if self.slab is not None else 0,
                 "slab_margins": bool(self.slab is not None and self._slab_margins),
@@ -871,6 +886,7 @@ class _Run:
         self.history = _history_from_arrays(arrays)
         self.saved_at = float(meta["saved_at"])
         self.build_disk = bool(meta["build_disk"])
+        self.disk_off = bool(meta["disk_off"])
         self._disk_bytes = int(meta["disk_bytes"])
         if meta["mode"] == "slab":
             self._set_slab(_Slab.from_arrays(arrays))

@@ -140,3 +140,25 @@ def test_read_blocks_checks_ids():
     sched = PassScheduler(InMemoryStore(X, np.where(np.arange(20) % 2, 1.0, -1.0), chunk_rows=5))
     with pytest.raises(ValueError, match="read_blocks"):
         list(sched.read_blocks([0, 9]))
+
+
+def test_full_scratch_disk_is_a_warning_not_a_failure(a9a_part, monkeypatch, caplog):
+    """A write error (disk full) drops the disk slab for the rest of the run; training goes
+    on with streamed passes and reaches the same optimum."""
+    from streamsvm.solvers import _disk_slab
+    X, y = a9a_part
+    calls = {"n": 0}
+    real = _disk_slab.DiskSlabWriter._write_parts
+
+    def full(self, parts):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(28, "No space left on device")
+        return real(self, parts)
+    monkeypatch.setattr(_disk_slab.DiskSlabWriter, "_write_parts", full)
+    with caplog.at_level("WARNING"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res, files = _solve(X, y, max_passes=60)
+    assert "cannot write the disk slab" in caplog.text
+    assert "disk" not in [h["mode"] for h in res.history]
+    assert not [f for f in files if f.startswith("dcd-slab-")]
