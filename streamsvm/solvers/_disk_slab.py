@@ -21,30 +21,22 @@ import os
 import numpy as np
 
 from ..io._shuffle import _take_rows
+from ..io._store import Chunk
 
 __all__ = ["DiskSlab", "DiskSlabWriter", "SlabBlock", "rebuild", "row_ids"]
 
 _PARTS = ("rows", "lens", "y", "indices", "data")
 
 
-@dataclasses.dataclass
-class SlabBlock:
-    """Rows ``[start, stop)`` of a disk slab, read back (CSR with global row ids)."""
-    id: int
-    start: int
-    rows: np.ndarray          # global row ids, int64
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    y: np.ndarray
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.rows)
+@dataclasses.dataclass(frozen=True, eq=False)
+class SlabBlock(Chunk):
+    """Rows ``[row_start, row_start + n_rows)`` of a disk slab (``row_start`` counts slab
+    rows), read back as CSR with the rows' global ids ``ids``."""
+    ids: np.ndarray = None
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.rows, self.indptr, self.indices, self.data, self.y))
+        return super().nbytes + self.ids.nbytes
 
 
 class DiskSlabWriter:
@@ -207,8 +199,8 @@ class DiskSlab:
         indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
         data = np.empty(0, self.dtypes["data"]) if self.unit else self._pread("data", p0, p1)
-        blk = SlabBlock(j, r0, self._pread("rows", r0, r1), indptr,
-                        self._pread("indices", p0, p1), data, self._pread("y", r0, r1))
+        blk = SlabBlock(j, r0, indptr, self._pread("indices", p0, p1), data,
+                        self._pread("y", r0, r1), ids=self._pread("rows", r0, r1))
         self.bytes_read += blk.nbytes
         return blk
 
@@ -275,7 +267,7 @@ def rebuild(sched, blocks, layout: dict, dtypes: dict, unit: bool) -> DiskSlab:
 def row_ids(block, r: np.ndarray) -> np.ndarray:
     """Global ids of the local rows ``r`` of a store block or a :class:`SlabBlock`."""
     if isinstance(block, SlabBlock):
-        return block.rows[r]
+        return block.ids[r]
     return block.row_start + r
 
 

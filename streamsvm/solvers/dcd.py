@@ -427,25 +427,28 @@ class _Run:
         """One kernel call over the rows of one or two blocks, interleaved at random (the
         visit order is drawn in the kernel from :meth:`PassScheduler.block_seed`)."""
         views = [self._views(b) for b in group]
+        self._pair_sweep(group, views, self.sched.block_seed(group[0]), pg)
+        for j, b in enumerate(group):
+            self.block_active[b.id] = self._counts[j, 0]
+            self.block_active_bytes[b.id] = self._counts[j, 1] * self.row_bytes
+            if pieces is not None:
+                pieces.add(b, views[j][1].any(axis=1), *views[j])
+
+    def _pair_sweep(self, group, views, seed: int, pg) -> None:
+        """:func:`dcd_sweep` over one or two blocks with their ``(alpha, active)`` views;
+        per-slot active rows and non-zeros are left in ``self._counts``."""
         n_slots = len(group)
         if n_slots == 1:
             group, views = group * 2, views * 2
         rows = group[0].n_rows + (group[1].n_rows if n_slots == 2 else 0)
         if len(self._work) < rows:
             self._work = np.empty(rows, dtype=np.int64)
-        rng_state = np.array([self.sched.block_seed(group[0])], dtype=np.uint64)
         dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
                   tuple(b.data for b in group), self.unit, tuple(b.y for b in group), n_slots,
-                  rng_state, self._work, self.pos, self.Cp, self.Cn, self.l2, self.B,
-                  self.W, self.wb, tuple(v[0] for v in views), tuple(v[1] for v in views),
-                  self.pgmax_old, self.pgmin_old, pg, self.zu, self.zs, self._terms,
-                  self._counts)
-        for j in range(n_slots):
-            b = group[j]
-            self.block_active[b.id] = self._counts[j, 0]
-            self.block_active_bytes[b.id] = self._counts[j, 1] * self.row_bytes
-            if pieces is not None:
-                pieces.add(b, views[j][1].any(axis=1), *views[j])
+                  np.array([seed], dtype=np.uint64), self._work, self.pos, self.Cp, self.Cn,
+                  self.l2, self.B, self.W, self.wb, tuple(v[0] for v in views),
+                  tuple(v[1] for v in views), self.pgmax_old, self.pgmin_old, pg, self.zu,
+                  self.zs, self._terms, self._counts)
 
     # -- slab -----------------------------------------------------------------------
     @property
@@ -582,24 +585,12 @@ class _Run:
 
     def _disk_group(self, group, pg, pieces, position) -> None:
         alpha, active = self.alpha.values, self.active.values
-        views = [(alpha[b.rows], active[b.rows]) for b in group]
-        n_slots = len(group)
-        if n_slots == 1:
-            group, views = group * 2, views * 2
-        rows = group[0].n_rows + (group[1].n_rows if n_slots == 2 else 0)
-        if len(self._work) < rows:
-            self._work = np.empty(rows, dtype=np.int64)
-        seed = mix64(self.sched.seed, _DISK_STREAM, self.n_iter, position)
-        dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
-                  tuple(b.data for b in group), self.unit, tuple(b.y for b in group), n_slots,
-                  np.array([seed], dtype=np.uint64), self._work, self.pos, self.Cp, self.Cn,
-                  self.l2, self.B, self.W, self.wb, tuple(v[0] for v in views),
-                  tuple(v[1] for v in views), self.pgmax_old, self.pgmin_old, pg, self.zu,
-                  self.zs, self._terms, self._counts)
-        for j in range(n_slots):
-            b = group[j]
-            alpha[b.rows] = views[j][0]
-            active[b.rows] = views[j][1]
+        views = [(alpha[b.ids], active[b.ids]) for b in group]
+        self._pair_sweep(group, views, mix64(self.sched.seed, _DISK_STREAM, self.n_iter,
+                                             position), pg)
+        for j, b in enumerate(group):
+            alpha[b.ids] = views[j][0]
+            active[b.ids] = views[j][1]
             self.disk.block_active[b.id] = self._counts[j, 0]
             self.disk_active_bytes[b.id] = self._counts[j, 1] * self.row_bytes
             if pieces is not None:

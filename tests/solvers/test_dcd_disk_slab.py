@@ -108,12 +108,12 @@ def test_rebuild_writes_the_same_files(unit, tmp_path):
     # the blocks read back are the rows of X
     for j in range(slab.n_blocks):
         blk = slab.read_block(j)
-        ref = X[blk.rows]
+        ref = X[blk.ids]
         np.testing.assert_array_equal(blk.indptr, ref.indptr)
         np.testing.assert_array_equal(blk.indices, ref.indices)
         if not unit:
             np.testing.assert_array_equal(blk.data, ref.data)
-        np.testing.assert_array_equal(blk.y, y[blk.rows])
+        np.testing.assert_array_equal(blk.y, y[blk.ids])
     assert sched.passes == 0.0 and sched.sweep == 0        # read_blocks counts nothing
     slab.delete()
     again.delete()

@@ -374,6 +374,16 @@ def test_clean_json():
     assert out == {"a": 1.5, "b": [2, None], "c": [None, "x"]}
 
 
+def _ooc_results(hist, fit_seconds, passes, io):
+    """A results document with one out-of-core streamsvm run on data set "d"."""
+    run = _run("streamsvm-dcd", "streamsvm", [], fit_seconds=fit_seconds, passes=passes,
+               peak_rss_mb=300.0, history=hist)
+    return {"runs": [run], "datasets": [{"name": "d", "ooc": True, "budget_bytes": 250e6,
+                                         "n_features": 1000, "task": "binary",
+                                         "classes": [-1, 1]}],
+            "io_baseline": {"d": io}, "rss_floor": {"d": 100.0}}
+
+
 def test_pass_times_and_targets():
     hist = [{"passes": 1.0, "sweep_seconds": 2.0, "mode": "stream", "exact": False},
             {"passes": 2.0, "sweep_seconds": 1.0, "mode": "stream", "exact": False},
@@ -382,13 +392,8 @@ def test_pass_times_and_targets():
     pt = bench.pass_times(hist)
     assert pt["first_sweep_s"] == 2.0 and pt["stream_s_per_pass"] == 1.5
     assert pt["exact_s_per_pass"] == 1.5 and pt["stream_sweeps"] == 2
-    run = _run("streamsvm-dcd", "streamsvm", [], fit_seconds=9.0, passes=4.5,
-               peak_rss_mb=300.0, history=hist)
-    res = {"runs": [run], "datasets": [{"name": "d", "ooc": True, "budget_bytes": 250e6,
-                                        "n_features": 1000, "task": "binary", "classes": [-1, 1]}],
-           "io_baseline": {"d": {"floor_s": 1.0, "one_reader_pass_s": 1.2}},
-           "rss_floor": {"d": 100.0}}
-    t = bench.dcd_targets(res)
+    t = bench.dcd_targets(_ooc_results(hist, 9.0, 4.5, {"floor_s": 1.0,
+                                                       "one_reader_pass_s": 1.2}))
     rss = next(v for v in t if "RSS" in v["target"])
     assert not rss["met"] and rss["met_net_of_import_floor"]
     ps = next(v for v in t if "pass" in v["target"])
@@ -409,11 +414,7 @@ def test_pass_times_of_disk_slab_sweeps():
     assert pt["disk_sweeps"] == 2 and pt["disk_sweep_s"] == pytest.approx(0.2)
     assert pt["disk_s_per_pass"] == pytest.approx(1.25)
     assert pt["exact_s_per_pass"] == pytest.approx(2.0) and pt["stream_sweeps"] == 1
-    run = _run("streamsvm-dcd", "streamsvm", [], fit_seconds=4.8, passes=2.5,
-               peak_rss_mb=300.0, history=hist)
-    res = {"runs": [run], "datasets": [{"name": "d", "ooc": True, "budget_bytes": 250e6,
-                                        "n_features": 1000, "task": "binary", "classes": [-1, 1]}],
-           "io_baseline": {"d": {"floor_s": 0.5}}, "rss_floor": {"d": 100.0}}
+    res = _ooc_results(hist, 4.8, 2.5, {"floor_s": 0.5})
     table = rep.targets_tables({"targets": bench.dcd_targets(res)})
     assert "disk slab" in table and "| d | hinge | 1 | 2 | 0.200 | 0.40× | 1.25 | 2.50× |" in table
 
