@@ -80,8 +80,8 @@ def _prefetch_lines(arr, p0, p1):
 
 @kernel_inline
 def _prefetch_row(indptr, indices, data, unit, i):
-    """The whole CSR slice of row ``i`` (a row spans several lines; prefetching only the
-    first one left the others to miss: 4x slower sweeps in a random order)."""
+    """The whole CSR slice of row ``i`` (a row spans several cache lines; prefetching only
+    the first one left the others to miss in a random visit order)."""
     p0 = indptr[i]
     p1 = indptr[i + 1]
     _prefetch_lines(indices, p0, p1)

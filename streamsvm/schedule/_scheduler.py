@@ -382,9 +382,9 @@ class PassScheduler:
     def block_seed(self, block: Block) -> int:
         """A 64-bit seed for a kernel's own generator inside one visited block.
 
-        The same ``(seed, sweep, position)`` key as :meth:`block_rng`, mixed with SplitMix64
-        in a few microseconds (building a numpy Generator costs about 50 µs, which adds up
-        over the hundreds of block pairs of a pass). For ``kernels._rng``.
+        The same ``(seed, sweep, position)`` key as :meth:`block_rng`, mixed with SplitMix64:
+        1.4 µs against 9.6 µs to build a numpy Generator (``python -m timeit`` on each, this
+        machine), and the kernel then shuffles in compiled code. For ``kernels._rng``.
         """
         if getattr(block, "sweep", -1) < 0 or getattr(block, "position", -1) < 0:
             raise InvalidParameterError(

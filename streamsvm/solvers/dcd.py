@@ -400,8 +400,8 @@ class _Run:
         contiguous groupings cost 3-8x more epochs). Within a chunk the blocks keep their
         storage order, forwards or backwards at random: neighbouring blocks share the
         store's compressed inner chunks at their boundary, so each inner chunk is decoded
-        once (a random order of a chunk's blocks decoded them up to 3 times per pass; a
-        random starting block would decode one more per chunk).
+        once (in a random order of a chunk's blocks, a boundary inner chunk is decoded
+        again for each of its blocks; a random starting block would add one per chunk).
         """
         ids = np.flatnonzero(mask)
         if len(ids) == 0:
