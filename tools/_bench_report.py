@@ -142,7 +142,8 @@ def io_table(io: dict) -> str:
             rss_rows.append([name, fmt(x.get("import_mb"), "mb"), fmt(x.get("runtime_mb"), "mb"),
                              fmt(x.get("read_chunk_loop_mb"), "mb"),
                              fmt(x.get("scheduler_pass_mb"), "mb"),
-                             fmt(x.get("scheduler_budget_bytes", 0) / 1e6, "mb")])
+                             fmt(x.get("scheduler_budget_bytes", 0) / 1e6, "mb"),
+                             fmt(x.get("runtime_pass_mb"), "mb")])
     out = markdown_table(["store", "rows", "decoded MB", "on disk MB", "read_chunk loop s",
                           "scheduler pass s (read-ahead, no compute)",
                           "same, one read-ahead thread s", "I/O floor s", "decoded MB/s"], rows)
@@ -150,7 +151,8 @@ def io_table(io: dict) -> str:
         out += "\n\nPeak RSS of the reading path alone (fresh processes):\n\n" + markdown_table(
             ["store", "import + open_store MB", "+ dcd kernels loaded MB",
              "+ read_chunk loop MB",
-             "+ scheduler pass MB", "scheduler cache budget MB"], rss_rows)
+             "+ scheduler pass MB", "scheduler cache budget MB",
+             "kernels loaded + scheduler pass, no cache, no state MB"], rss_rows)
     return out
 
 

@@ -812,7 +812,7 @@ store = streamsvm.open_store(sys.argv[1]); mode = sys.argv[2]
 if mode == "loop":
     for i in range(store.n_chunks):
         store.read_chunk(i)
-elif mode == "runtime":
+if mode in ("runtime", "runtime_pass"):
     # the solver's compiled kernels loaded (numba's on-disk cache) on a few rows, for the
     # in-memory and the streamed code paths: what a run costs before it holds any data
     import warnings
@@ -826,10 +826,10 @@ elif mode == "runtime":
     for memory, block_rows in (("1GB", None), ("64KB", 100)):
         train(InMemoryStore(X, part.y, chunk_rows=500, dtype=store.dtype),
               memory=memory, block_rows=block_rows, max_passes=3, tol=0.5,
-              loss=sys.argv[3] if len(sys.argv) > 3 else "hinge")
-elif mode == "scheduler":
+              loss=sys.argv[3] if mode == "runtime" and len(sys.argv) > 3 else "hinge")
+if mode in ("scheduler", "runtime_pass"):
     n = store.n_rows
-    s = PassScheduler(store, memory=int(sys.argv[3]), prefetch=2,
+    s = PassScheduler(store, memory=int(sys.argv[3]) if mode == "scheduler" else 0, prefetch=2,
                       block_rows=int(min(store.chunk_rows, max(256, -(-n // 512)))))
     s.map_reduce(lambda b: None)
     s.close()
@@ -841,12 +841,15 @@ def io_rss(store_url: str, out_dir: str, budget: int = 0) -> dict:
     (``import``) do nothing, (``runtime``) also load dcd's compiled kernels by training on
     the first 2,000 rows in memory and streamed, (``read_chunk_loop``) read every chunk
     once, or (``scheduler_pass``) run one no-compute scheduler pass with read-ahead and a
-    cache budget of ``budget`` bytes: the memory the reading path needs before any solver."""
+    cache budget of ``budget`` bytes: the memory the reading path needs before any solver;
+    (``runtime_pass``) load the kernels, then one such pass with no cache and no per-row
+    state: the least any streamed training pass can peak at."""
     os.makedirs(out_dir, exist_ok=True)
     out = {}
     for key, args in (("import", ["none"]), ("runtime", ["runtime"]),
                       ("read_chunk_loop", ["loop"]),
-                      ("scheduler_pass", ["scheduler", str(int(budget))])):
+                      ("scheduler_pass", ["scheduler", str(int(budget))]),
+                      ("runtime_pass", ["runtime_pass"])):
         r = run_child([sys.executable, "-c", _IO_RSS_CODE, store_url, *args], timeout=3600,
                       stdout_path=os.path.join(out_dir, f"io-rss-{key}.out"),
                       stderr_path=os.path.join(out_dir, f"io-rss-{key}.err"))

@@ -516,3 +516,18 @@ def test_repeated_fit_times_keep_the_fastest():
     step = out.add("headline", "l", None, [0.30, 0.12, 0.95])
     assert step["fit_seconds"] == 0.12 and step["fit_seconds_all"] == [0.30, 0.12, 0.95]
     assert out.add("curve", "l", None, 2.5)["fit_seconds"] == 2.5
+
+
+def test_io_rss_measures_every_reading_path(tmp_path):
+    X = sp.random(3000, 40, density=0.1, format="csr", random_state=1, dtype=np.float32)
+    y = np.where(np.arange(3000) % 2, 1.0, -1.0)
+    from streamsvm.io import write_store
+    write_store(tmp_path / "s.zarr", X, y, chunk_rows=500)
+    r = bench.io_rss(str(tmp_path / "s.zarr"), str(tmp_path / "out"), budget=1 << 20)
+    for key in ("import", "runtime", "read_chunk_loop", "scheduler_pass", "runtime_pass"):
+        assert r[key + "_mb"] and r[key + "_mb"] > 20, key
+    # loading (or, on a cold numba cache, compiling) the kernels adds to the import's RSS
+    assert r["runtime_pass_mb"] > r["import_mb"] and r["runtime_mb"] > r["import_mb"]
+    assert "no cache, no state" in rep.io_table({"s": {
+        "n_rows": 3000, "decoded_bytes": 1e6, "bytes_on_disk": 1e6, "read_chunk_loop_s": 1.0,
+        "scheduler_pass_s": 1.0, "floor_s": 1.0, "decoded_mb_per_s": 1.0, "rss": r}})
