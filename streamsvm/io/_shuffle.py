@@ -123,14 +123,16 @@ def _write_by_bucket(files, bucket, n_buckets, labels, indptr, indices, values) 
 
 
 def _take_rows(rows, labels, indptr, indices, values):
-    """Rows ``rows`` (in that order) of a CSR block, as a new CSR block."""
-    starts, stops = indptr[rows], indptr[rows + 1]
-    lens = stops - starts
-    new_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lens, out=new_indptr[1:])
-    # gather positions: for each output entry, its source position
-    src = np.repeat(starts - new_indptr[:-1], lens) + np.arange(new_indptr[-1])
-    return labels[rows], new_indptr, indices[src], values[src]
+    """Rows ``rows`` (in that order) of a CSR block, as a new CSR block (``values`` may be
+    empty: then the result has none either)."""
+    from ..kernels import csr_take_rows
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    nnz = int((indptr[rows + 1] - indptr[rows]).sum())
+    new_indptr = np.empty(len(rows) + 1, dtype=np.int64)
+    out_indices = np.empty(nnz, dtype=indices.dtype)
+    out_values = np.empty(nnz if len(values) else 0, dtype=values.dtype)
+    csr_take_rows(indptr, indices, values, rows, new_indptr, out_indices, out_values)
+    return labels[rows], new_indptr, out_indices, out_values
 
 
 def _iter_frames(path, index_dtype, dtype):

@@ -33,7 +33,7 @@ from numba import njit
 __all__ = [
     "row_dot", "row_axpy", "row_dot_multi", "row_axpy_multi", "row_sq_norms",
     "csr_matvec", "csr_matvec_subset", "csr_rmatvec_add", "csr_rmatvec_subset_add",
-    "csr_matmat", "csr_rmatmat_add",
+    "csr_matmat", "csr_rmatmat_add", "csr_take_rows",
 ]
 
 
@@ -261,3 +261,25 @@ def csr_rmatmat_add(indptr, indices, data, V, out):
         raise ValueError("csr_rmatmat_add: V must have shape (n_rows, k), out (n_features, k)")
     for i in range(n):
         row_axpy_multi(indptr, indices, data, i, V[i], out)
+
+
+@njit(cache=True, nogil=True)
+def csr_take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data):
+    """Copy rows ``rows`` (in that order) into a new CSR matrix.
+
+    ``out_indptr`` (shape (len(rows) + 1,), int64) is overwritten with the new row pointer;
+    ``out_indices`` and ``out_data`` must hold ``sum of the rows' lengths`` entries. When
+    ``data`` is empty (a store whose values are all 1 keeps none) ``out_data`` is not
+    written.
+    """
+    out_indptr[0] = 0
+    q = 0
+    copy_data = len(data) > 0
+    for k in range(len(rows)):
+        i = rows[k]
+        for p in range(indptr[i], indptr[i + 1]):
+            out_indices[q] = indices[p]
+            if copy_data:
+                out_data[q] = data[p]
+            q += 1
+        out_indptr[k + 1] = q

@@ -119,9 +119,8 @@ class DiskSlabWriter:
         r = np.flatnonzero(act)
         if len(r) == 0 or self.failed:
             return
-        # (all-ones values are not stored: the indices stand in for them, then dropped)
         y, indptr, indices, data = _take_rows(r, block.y, block.indptr, block.indices,
-                                              block.indices if self.unit else block.data)
+                                              block.data[:0] if self.unit else block.data)
         self.append(row_ids(block, r), y, indptr, indices, data)
 
     def abandon(self) -> None:
@@ -245,7 +244,7 @@ def rebuild(sched, blocks, layout: dict, dtypes: dict, unit: bool) -> DiskSlab:
                 p0 = int(pos[run[0]])
                 y, indptr, indices, data = _take_rows(
                     local[run], blk.y, blk.indptr, blk.indices,
-                    blk.indices if unit else blk.data)
+                    blk.data[:0] if unit else blk.data)
                 if not np.array_equal(np.diff(indptr), lens[p0:p0 + len(run)]):
                     raise ValueError("the store's rows do not match the checkpointed slab "
                                      "(row lengths differ)")

@@ -132,9 +132,8 @@ class _Collector:
             return
         self.used += nbytes
         self.sched.reserve(self.used)
-        # (a disk-slab block of an all-ones store has no values: indices stand in)
-        values = block.data if len(block.data) == len(block.indices) else block.indices
-        self.pieces.append((_take_rows(r, block.y, block.indptr, block.indices, values),
+        # (a disk-slab block of an all-ones store has no values; the slab keeps none then)
+        self.pieces.append((_take_rows(r, block.y, block.indptr, block.indices, block.data),
                             row_ids(block, r), alpha[r], active[r]))
 
     def add_block(self, block, act, alpha, active) -> None:

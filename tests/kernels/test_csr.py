@@ -172,3 +172,21 @@ def test_wrong_output_shape_raises():
         csr_rmatvec_add(indptr, indices, data, np.ones(2), np.zeros(X.shape[1]))
     with pytest.raises(ValueError, match="out must have shape"):
         csr_matmat(indptr, indices, data, np.ones((X.shape[1], 2)), np.empty((X.shape[0], 3)))
+
+
+def test_csr_take_rows(csr):
+    from streamsvm.kernels._csr import csr_take_rows
+    (indptr, indices, data), X = csr
+    rows = np.array([5, 0, 2, 2, 36, 7], dtype=np.int64)           # repeats, empty rows
+    nnz = int((indptr[rows + 1] - indptr[rows]).sum())
+    out = (np.full(len(rows) + 1, -1, np.int64), np.empty(nnz, indices.dtype),
+           np.empty(nnz, data.dtype))
+    csr_take_rows(indptr, indices, data, rows, *out)
+    got = sp.csr_matrix((out[2].astype(np.float64), out[1], out[0]), shape=(len(rows), X.shape[1]))
+    assert (got != X[rows]).nnz == 0
+    # no values kept (all-ones store): only indptr and indices are written
+    empty = np.empty(0, data.dtype)
+    out2 = (np.empty(len(rows) + 1, np.int64), np.empty(nnz, indices.dtype), empty)
+    csr_take_rows(indptr, indices, empty, rows, *out2)
+    np.testing.assert_array_equal(out2[0], out[0])
+    np.testing.assert_array_equal(out2[1], out[1])
