@@ -111,7 +111,7 @@ class DiskSlabWriter:
 
     def _write_parts(self, parts: dict) -> None:
         for p in self._parts:
-            self._files[p].write(np.ascontiguousarray(parts[p]).tobytes())
+            self._files[p].write(np.ascontiguousarray(parts[p]).data)     # no bytes copy
 
     def add(self, block, act, *state) -> None:
         """Append the rows of a block (store or slab) where ``act`` is True (the solver's
@@ -254,7 +254,7 @@ def rebuild(sched, blocks, layout: dict, dtypes: dict, unit: bool) -> DiskSlab:
                     dt = writer.dtypes[p]
                     at = int(offs[p0] if p in ("indices", "data") else p0) * dt.itemsize
                     files[p].seek(at)
-                    files[p].write(np.ascontiguousarray(vals[p], dt).tobytes())
+                    files[p].write(np.ascontiguousarray(vals[p], dt).data)
     finally:
         for f in files.values():
             f.close()
