@@ -135,7 +135,8 @@ def io_table(io: dict) -> str:
     for name, r in io.items():
         rows.append([name, f"{r['n_rows']:,}", fmt(r["decoded_bytes"] / 1e6, "mb"),
                      fmt(r["bytes_on_disk"] / 1e6, "mb"), fmt(r["read_chunk_loop_s"], "s"),
-                     fmt(r["scheduler_pass_s"], "s"), fmt(r.get("one_reader_pass_s"), "s"),
+                     fmt(r["scheduler_pass_s"], "s"), fmt(r.get("scheduler_pass_cpu_s"), "s"),
+                     fmt(r.get("one_reader_pass_s"), "s"),
                      fmt(r["floor_s"], "s"), fmt(r["decoded_mb_per_s"], "mb")])
         if r.get("rss"):
             x = r["rss"]
@@ -145,7 +146,7 @@ def io_table(io: dict) -> str:
                              fmt(x.get("scheduler_budget_bytes", 0) / 1e6, "mb"),
                              fmt(x.get("runtime_pass_mb"), "mb")])
     out = markdown_table(["store", "rows", "decoded MB", "on disk MB", "read_chunk loop s",
-                          "scheduler pass s (read-ahead, no compute)",
+                          "scheduler pass s (read-ahead, no compute)", "its CPU s (all threads)",
                           "same, one read-ahead thread s", "I/O floor s", "decoded MB/s"], rows)
     if rss_rows:
         out += "\n\nPeak RSS of the reading path alone (fresh processes):\n\n" + markdown_table(
@@ -173,13 +174,17 @@ def targets_tables(res) -> str:
     if rss:
         rows = [[v["dataset"], LOSS_SHORT[v["loss"]], fmt(v["budget_mb"], "mb"),
                  fmt(v["model_mb"], "mb"), fmt(v["peak_rss_mb"], "mb"),
+                 fmt(v.get("peak_rss_anon_mb"), "mb"), fmt(v.get("peak_rss_file_mb"), "mb"),
                  fmt(v.get("import_floor_mb"), "mb"), _met(v.get("met")),
                  _met(v.get("met_net_of_import_floor"))] for v in rss]
-        parts.append("**Out of core: peak RSS (`streamsvm train` process) vs budget + model**\n\n"
+        parts.append("**Out of core: peak RSS (`streamsvm train` process) vs budget + model** "
+                     "(anonymous / file-backed: the split of the largest RSS sampled every "
+                     "20 ms)\n\n"
                      + markdown_table(["data", "loss", "budget MB", "model MB", "peak RSS MB",
+                                       "of which anonymous MB", "file-backed MB",
                                        "runtime floor MB", "≤ budget + model",
                                        "≤ budget + model + runtime floor"], rows,
-                                      list("llrrrrll")))
+                                      list("llrrrrrrll")))
     ps = [v for v in t if "pass" in v["target"]]
     if ps:
         rows = [[v["dataset"], LOSS_SHORT[v["loss"]], fmt(v["io_floor_s"], "s"),
@@ -190,6 +195,14 @@ def targets_tables(res) -> str:
                  fmt(v.get("one_reader_s"), "s"),
                  fmt(v.get("stream_s_per_pass_vs_one_reader"), "x"), _met(v["met"])]
                 for v in ps]
+        bound_rows = [[v["dataset"], LOSS_SHORT[v["loss"]], str(v.get("cores") or "–"),
+                       fmt(v.get("decode_cpu_s"), "s"), fmt(v.get("first_kernel_s"), "s"),
+                       fmt(v.get("first_bound_s"), "s"), fmt(v.get("first_bound_ratio"), "x"),
+                       fmt(v.get("first_vs_bound"), "x"),
+                       fmt(v.get("stream_kernel_s_per_pass"), "s"),
+                       fmt(v.get("stream_bound_s"), "s"), fmt(v.get("stream_bound_ratio"), "x"),
+                       fmt(v.get("stream_vs_bound"), "x")]
+                      for v in ps if v.get("stream_bound_s") or v.get("first_bound_s")]
         disk_rows = [[v["dataset"], LOSS_SHORT[v["loss"]], str(v.get("stream_sweeps", "–")),
                       str(v.get("disk_sweeps", "–")), fmt(v.get("disk_sweep_s"), "s"),
                       fmt(v.get("disk_sweep_s_ratio"), "x"), fmt(v.get("disk_s_per_pass"), "s"),
@@ -202,6 +215,17 @@ def targets_tables(res) -> str:
                           "×floor", "fit s / passes", "×floor", "one-reader read s",
                           "streamed sweep ÷ one-reader read", "target ≤ 1.25× (streamed)"],
                          rows, list("ll") + ["r"] * 11 + ["l"]))
+        if bound_rows:
+            parts.append("**Out of core: the least a pass can take on this machine** — the "
+                         "solver's kernel runs on one thread (dual CD is sequential), "
+                         "decompression needs the I/O floor's CPU seconds, both share the "
+                         "cores: bound = max(kernel, (decompression CPU + kernel) / cores)"
+                         "\n\n" + markdown_table(
+                             ["data", "loss", "cores", "decompression CPU s",
+                              "1st sweep kernel s", "1st sweep bound s", "bound ×floor",
+                              "measured ÷ bound", "streamed kernel s/pass",
+                              "streamed bound s/pass", "bound ×floor", "measured ÷ bound"],
+                             bound_rows, list("ll") + ["r"] * 10))
         if disk_rows:
             parts.append("**Out of core: sweeps over dcd's disk slab** (the active rows' "
                          "uncompressed copy on scratch disk; not a pass over the store)\n\n"

@@ -294,6 +294,7 @@ class _Run:
         self.build_disk = False
         self.disk_off = False                   # a disk slab could not be written
         self._disk_bytes = 0                    # bytes read from disk slabs, all sweeps
+        self._kernel_s = 0.0                    # seconds inside the numba kernels, this sweep
         self._store_bytes = int(self.block_active_bytes.sum())     # CSR bytes of every row
         self._slab_active = 0
         self._slab_margins = False
@@ -321,6 +322,7 @@ class _Run:
         pg[:, 0], pg[:, 1] = -np.inf, np.inf
         t0 = time.perf_counter()
         bytes0 = sched.bytes_read
+        self._kernel_s = 0.0
         if self.mode == "stream" and self.build_slab and self.n_iter == 0:
             self._load_slab()                           # the whole store fits: read it once
         self._cert_fresh = False
@@ -358,12 +360,14 @@ class _Run:
         if not self.done and sched.passes >= self.s.max_passes:
             self.done = True
         entry["sweep_seconds"] = time.perf_counter() - t0
+        entry["kernel_seconds"] = self._kernel_s
         entry["mb_read"] = (sched.bytes_read - bytes0 + self._disk_bytes - disk0) / 1e6
         self.history.append(entry)
         log.info("iter %3d %-6s passes %7.2f primal %.6e dual %.6e gap %.2e active %d%s "
-                 "%.2fs %.1fMB", entry["iter"], entry["mode"], entry["passes"], entry["primal"],
-                 entry["dual"], entry["gap"], entry["active"], " (exact)" if entry["exact"] else "",
-                 entry["sweep_seconds"], entry["mb_read"])
+                 "%.2fs (kernels %.2fs) %.1fMB", entry["iter"], entry["mode"], entry["passes"],
+                 entry["primal"], entry["dual"], entry["gap"], entry["active"],
+                 " (exact)" if entry["exact"] else "", entry["sweep_seconds"],
+                 entry["kernel_seconds"], entry["mb_read"])
         return entry
 
     def _stream_sweep(self, pg):
@@ -442,12 +446,14 @@ class _Run:
         rows = group[0].n_rows + (group[1].n_rows if n_slots == 2 else 0)
         if len(self._work) < rows:
             self._work = np.empty(rows, dtype=np.int64)
+        t0 = time.perf_counter()
         dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
                   tuple(b.data for b in group), self.unit, tuple(b.y for b in group), n_slots,
                   np.array([seed], dtype=np.uint64), self._work, self.pos, self.Cp, self.Cn,
                   self.l2, self.B, self.W, self.wb, tuple(v[0] for v in views),
                   tuple(v[1] for v in views), self.pgmax_old, self.pgmin_old, pg, self.zu,
                   self.zs, self._terms, self._counts)
+        self._kernel_s += time.perf_counter() - t0
 
     # -- slab -----------------------------------------------------------------------
     @property
@@ -647,6 +653,7 @@ class _Run:
         sl = self.slab
         info = np.zeros(5)
         rng_state = self.sched.rng(self.n_iter, 1).integers(2**63, size=1, dtype=np.uint64)
+        t0 = time.perf_counter()
         dcd_slab_epochs(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
                         self.Cn, self.l2, self.B, self.s.shrinking, rng_state,
                         max(1, self.sched.n_rows), self.eps_pg, self.gap_trigger,
@@ -656,6 +663,7 @@ class _Run:
                         np.empty(len(sl.rows), np.int64), pg, self.zu, self.zs,
                         np.empty((self.k, 3)), self._cert,
                         info)
+        self._kernel_s += time.perf_counter() - t0
         self.sched.count_rows(int(info[1]))
         self._slab_active = int(info[4])
         self._cert_fresh = True
@@ -728,9 +736,11 @@ class _Run:
         if self._slab_full:
             sl = self.slab
             stats = np.empty((k, 4))
+            t0 = time.perf_counter()
             dcd_check(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
                       self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.active,
                       self.zu, self.zs, self._terms, stats)
+            self._kernel_s += time.perf_counter() - t0
             sched.count_rows(sched.n_rows)
             self._slab_active = int(sl.active.any(axis=1).sum())
         else:
@@ -749,9 +759,11 @@ class _Run:
             def check(block):       # runs in this thread, in block order: zu sums are fixed
                 alpha, active = self._views(block)
                 out = np.empty((k, 4))
+                t0 = time.perf_counter()
                 dcd_check(block.indptr, block.indices, block.data, self.unit, block.y,
                           self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb, alpha,
                           active, self.zu, self.zs, self._terms, out)
+                self._kernel_s += time.perf_counter() - t0
                 act = active.any(axis=1)
                 nnz = int(np.diff(block.indptr)[act].sum())
                 self.block_active[block.id] = int(act.sum())
@@ -894,7 +906,7 @@ class _Run:
 
 
 _HIST_FLOAT = ("passes", "primal", "dual", "gap", "pg_spread", "sweep_seconds", "mb_read",
-               "seconds")
+               "seconds", "kernel_seconds")
 _HIST_INT = ("iter", "active")
 
 
@@ -924,5 +936,7 @@ def _history_from_arrays(arrays: dict) -> list:
         h["exact"] = bool(arrays["history.exact"][j])
         for k in ("sweep_seconds", "mb_read", "seconds"):
             h[k] = float(arrays[f"history.{k}"][j])
+        if "history.kernel_seconds" in arrays:     # (not in checkpoints of 0.1.0 before it)
+            h["kernel_seconds"] = float(arrays["history.kernel_seconds"][j])
         rows.append(h)
     return rows

@@ -251,6 +251,22 @@ def test_streamed_state_is_nine_bytes_a_row(a9a_slice):
     assert {h["mode"] for h in res.history} == {"stream"}
 
 
+@pytest.mark.parametrize("memory,slab", [("1GB", True), ("150KB", False)])
+def test_history_times_the_kernels_of_every_sweep(a9a_slice, memory, slab):
+    """``kernel_seconds``: the part of each sweep spent in the numba kernels (the rest is
+    waiting for blocks and Python); it survives a checkpoint round trip of the history."""
+    from streamsvm.solvers.dcd import _history_from_arrays, _history_to_arrays
+    X, y = a9a_slice
+    _, res = _fit(X, y, memory=memory, slab=slab, tol=1e-3)
+    h = res.history
+    assert all(0 < e["kernel_seconds"] <= e["sweep_seconds"] for e in h)
+    back = _history_from_arrays(_history_to_arrays(h))
+    assert [e["kernel_seconds"] for e in back] == [e["kernel_seconds"] for e in h]
+    # a history saved before the field existed still loads
+    old = {k: v for k, v in _history_to_arrays(h).items() if k != "history.kernel_seconds"}
+    assert "kernel_seconds" not in _history_from_arrays(old)[0]
+
+
 def test_store_that_fits_is_read_once_into_ram(a9a_slice, tmp_path):
     X, y = a9a_slice
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=250, dtype="float64")

@@ -405,6 +405,39 @@ def test_pass_times_and_targets():
     assert "| d | hinge | 1.00 | 2.00 | 2.00× | 1.50 | 1.50× |" in table and "| 1.20 | 1.25× |" in table
 
 
+def test_pass_bound_from_kernel_and_decompression_seconds():
+    hist = [{"passes": 1.0, "sweep_seconds": 2.0, "kernel_seconds": 1.5, "mode": "stream",
+             "exact": False},
+            {"passes": 3.0, "sweep_seconds": 2.0, "kernel_seconds": 0.4, "mode": "stream",
+             "exact": False}]
+    pt = bench.pass_times(hist)
+    assert pt["first_kernel_s"] == 1.5 and pt["stream_kernel_s_per_pass"] == pytest.approx(0.85)
+    res = _ooc_results(hist, 3.0, 3.0, {"floor_s": 0.5, "scheduler_pass_cpu_s": 1.0})
+    res["machine"] = {"cpus_usable": 2}
+    ps = next(v for v in bench.dcd_targets(res) if "pass" in v["target"])
+    # first sweep: the kernel alone (1.5 s) exceeds (1.0 + 1.5) / 2 = 1.25 s
+    assert ps["first_bound_s"] == 1.5 and ps["first_bound_ratio"] == 3.0
+    assert ps["first_vs_bound"] == pytest.approx(2.0 / 1.5)
+    # streamed: (1.0 + 0.85) / 2 = 0.925 s > 0.85 s of kernel
+    assert ps["stream_bound_s"] == pytest.approx(0.925)
+    assert ps["stream_vs_bound"] == pytest.approx(1.5 / 0.925)     # median of 2.0 and 1.0
+    table = rep.targets_tables({"targets": [ps]})
+    assert "the least a pass can take" in table and "| d | hinge | 2 | 1.00 | 1.50 |" in table
+    # no kernel seconds (older histories) or no CPU measurement: no bound
+    assert "first_bound_s" not in bench.pass_bounds({"first_kernel_s": None}, 1.0, 2, 0.5)
+    assert "stream_bound_s" not in bench.pass_bounds({"stream_kernel_s_per_pass": 1.0},
+                                                     None, 2, 0.5)
+
+
+def test_run_child_reports_the_anonymous_and_file_backed_split(tmp_path):
+    code = "import numpy as np, time; a = np.ones(40_000_000 // 8); time.sleep(0.3)"
+    r = bench.run_child([sys.executable, "-c", code], timeout=60,
+                        stdout_path=str(tmp_path / "o"), stderr_path=str(tmp_path / "e"))
+    assert r["rc"] == 0 and r["peak_rss_anon_mb"] >= 40e6 / bench.MB
+    assert r["peak_rss_file_mb"] > 0
+    assert r["sampled_peak_rss_mb"] == pytest.approx(r["peak_rss_mb"], rel=0.05)
+
+
 def test_pass_times_of_disk_slab_sweeps():
     hist = [{"passes": 1.0, "sweep_seconds": 2.0, "mode": "stream", "exact": False},
             {"passes": 1.2, "sweep_seconds": 0.3, "mode": "disk", "exact": False},
@@ -428,6 +461,7 @@ def test_io_baseline_reads_with_two_and_one_threads(tmp_path):
     r = bench.io_baseline(str(tmp_path / "s.zarr"), repeat=1)
     assert r["one_reader_pass_s"] > 0 and len(r["one_reader_pass_all_s"]) == 1
     assert r["floor_s"] == min(r["read_chunk_loop_s"], r["scheduler_pass_s"])
+    assert r["scheduler_pass_cpu_s"] > 0
     assert "one read-ahead thread" in rep.io_table({"s": r})
 
 
