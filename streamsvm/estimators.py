@@ -30,7 +30,8 @@ def _store_identity(store) -> dict:
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
           checkpoint_every=0, resume=False, storage_options=None, callback=None,
-          should_stop=None, block_rows=None, prefetch=2, scratch_dir=None, **params):
+          should_stop=None, block_rows=None, prefetch=4, readers=None, scratch_dir=None,
+          **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``.
 
     Parameters
@@ -50,6 +51,9 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
     scratch_dir : str, optional
         Local directory for spilled per-row state and dcd's disk slab (default: the system
         temporary directory).
+    block_rows, prefetch, readers : int, optional
+        Rows per block (default: several hundred blocks a pass), blocks read ahead, and
+        the threads reading them (:class:`~streamsvm.schedule.PassScheduler`).
     **params
         Solver parameters (``C``, ``loss``, ``bias``, ``tol``, ``max_passes``, ...).
     """
@@ -68,7 +72,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
     if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
         block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
-                          prefetch=prefetch, scratch_dir=scratch_dir)
+                          prefetch=prefetch, readers=readers, scratch_dir=scratch_dir)
     manager = state = None
     identity = {"store": _store_identity(store), "params": slv.params(), "seed": seed,
                 "block_rows": block_rows}

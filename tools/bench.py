@@ -800,7 +800,7 @@ def _headline(run: dict, target: float) -> None:
 def io_baseline(store_url: str, repeat: int = 3, block_rows=None) -> dict:
     """Time to read and decompress every chunk once: a plain ``read_chunk`` loop, and a
     scheduler pass with read-ahead and no compute (what a solver pass costs at best), with
-    two read-ahead threads (the default) and with one."""
+    two read-ahead threads and with one (what a training pass gets on 2 CPUs: one reader)."""
     import streamsvm as ss
     from streamsvm.schedule import PassScheduler
     store = ss.open_store(store_url)
@@ -815,7 +815,8 @@ def io_baseline(store_url: str, repeat: int = 3, block_rows=None) -> dict:
             nbytes += store.read_chunk(i).nbytes
         loop.append(time.perf_counter() - t0)
         for depth, times in ((2, sched_t), (1, one_t)):
-            sched = PassScheduler(store, memory=0, block_rows=block_rows, prefetch=depth)
+            sched = PassScheduler(store, memory=0, block_rows=block_rows, prefetch=depth,
+                                  readers=depth)
             t0, c0 = time.perf_counter(), time.process_time()
             sched.map_reduce(lambda b: None)
             times.append(time.perf_counter() - t0)
@@ -861,7 +862,7 @@ if mode in ("runtime", "runtime_pass"):
               loss=sys.argv[3] if mode == "runtime" and len(sys.argv) > 3 else "hinge")
 if mode in ("scheduler", "runtime_pass"):
     n = store.n_rows
-    s = PassScheduler(store, memory=int(sys.argv[3]) if mode == "scheduler" else 0, prefetch=2,
+    s = PassScheduler(store, memory=int(sys.argv[3]) if mode == "scheduler" else 0,
                       block_rows=int(min(store.chunk_rows, max(256, -(-n // 512)))))
     s.map_reduce(lambda b: None)
     s.close()

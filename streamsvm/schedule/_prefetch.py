@@ -18,7 +18,7 @@ __all__ = ["read_ahead"]
 
 
 def read_ahead(keys: Iterable, load: Callable, depth: int, *,
-               lookup: Callable | None = None) -> Iterator[tuple]:
+               lookup: Callable | None = None, threads: int | None = None) -> Iterator[tuple]:
     """Yield ``(key, value, loaded)`` for every key, in order.
 
     Parameters
@@ -30,11 +30,15 @@ def read_ahead(keys: Iterable, load: Callable, depth: int, *,
         ``depth == 0``). An exception it raises is re-raised in the consumer when that
         key's turn comes; later keys are then cancelled.
     depth : int
-        Loads kept in flight ahead of the consumer (also the number of threads). 0 loads
-        synchronously, without threads.
+        Loads kept in flight ahead of the consumer. 0 loads synchronously, without
+        threads.
     lookup : callable, optional
         ``lookup(key) -> value or None``, called in the consumer thread when the key is
         scheduled; a non-None value is used without calling ``load`` (a cache hit).
+    threads : int, optional
+        Threads running ``load`` (at most ``depth``; default ``depth``). Fewer threads
+        than loads in flight keep CPU-bound loads (decompression) off the cores the
+        consumer computes on while still queueing work ahead of it.
 
     Yields
     ------
@@ -49,7 +53,8 @@ def read_ahead(keys: Iterable, load: Callable, depth: int, *,
             value = lookup(key)
             yield (key, value, False) if value is not None else (key, load(key), True)
         return
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=depth,
+    workers = depth if threads is None else max(1, min(int(threads), depth))
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers,
                                                  thread_name_prefix="streamsvm-read")
     pending: collections.deque = collections.deque()
 

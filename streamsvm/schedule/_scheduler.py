@@ -32,7 +32,7 @@ import numpy as np
 
 from ..exceptions import CheckpointError, InvalidParameterError
 from ._blocks import Block, BlockLayout
-from ._local import LocalBackend
+from ._local import LocalBackend, default_readers
 from ._memory import parse_memory
 from ._orders import ROW_STREAM, USER_STREAM, mix64, sweep_order, visit_ranks
 from ._reduce import OrderedReducer
@@ -68,9 +68,14 @@ class PassScheduler:
         ``"1.5GiB"`` or bytes). State is served first; blocks are cached in what is left.
         States that do not fit spill to memmap files. The blocks in flight (at most
         ``prefetch + 2`` and what the reader keeps decoded) are charged to the budget too.
-    prefetch : int, default=2
+    prefetch : int, default=4
         Blocks read ahead by background threads while the current block is processed.
         0 reads in the calling thread.
+    readers : int, optional
+        Threads that read and decompress those blocks (at most ``prefetch``). Default:
+        for a local store one fewer than the usable CPUs (at least 1), so the solver's
+        kernel keeps a core to itself; for a remote store, ``prefetch``
+        (:func:`~streamsvm.schedule._local.default_readers`).
     block_rows : int, optional
         Split chunks into blocks of at most this many rows. Default: one block per chunk.
     seed : int, default=0
@@ -113,8 +118,8 @@ class PassScheduler:
     (1.0, 3)
     """
 
-    def __init__(self, store, *, memory="1GB", prefetch: int = 2, block_rows: int | None = None,
-                 seed: int = 0, scratch_dir=None):
+    def __init__(self, store, *, memory="1GB", prefetch: int = 4, readers: int | None = None,
+                 block_rows: int | None = None, seed: int = 0, scratch_dir=None):
         missing = [a for a in _STORE_ATTRS if not hasattr(store, a)]
         if missing:
             raise InvalidParameterError(
@@ -123,6 +128,8 @@ class PassScheduler:
                 f"lacks {', '.join(missing)}.")
         self.memory = parse_memory(memory)
         prefetch = _check_int("prefetch", prefetch, 0)
+        readers = default_readers(store, prefetch) if readers is None else \
+            _check_int("readers", readers, 1)
         if block_rows is not None:
             block_rows = _check_int("block_rows", block_rows, 1)
         self.seed = _check_int("seed", seed, 0)
@@ -133,7 +140,7 @@ class PassScheduler:
         self.store = store
         self._layout = BlockLayout.from_store(store, block_rows)
         self._backend = LocalBackend(store, self._layout, prefetch=prefetch,
-                                     cache_bytes=0)
+                                     readers=readers, cache_bytes=0)
         self._states: dict[str, RowState] = {}
         self._scratch = ScratchDir(scratch_dir)
         self.sweep = 0
@@ -155,6 +162,7 @@ class PassScheduler:
     block_rows = property(lambda self: self._layout.block_rows,
                           doc="Maximum rows per block, or None for whole chunks.")
     prefetch = property(lambda self: self._backend.prefetch, doc="Read-ahead depth.")
+    readers = property(lambda self: self._backend.readers, doc="Read-ahead threads.")
 
     @property
     def block_sizes(self) -> np.ndarray:

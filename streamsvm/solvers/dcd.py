@@ -571,7 +571,8 @@ class _Run:
         pieces = self._new_collector()
         read0 = sl.bytes_read
         pending, position, rows = None, 0, 0
-        blocks = read_ahead(ids.tolist(), sl.read_block, sched.prefetch)
+        blocks = read_ahead(ids.tolist(), sl.read_block, sched.prefetch,
+                            threads=sched.readers)
         try:
             for _, block, _ in blocks:
                 rows += block.n_rows

@@ -85,7 +85,7 @@ def test_cyclic_turn_blocks_come_from_cache(store):
 def test_state_claims_memory_before_the_cache(store):
     sizes = block_bytes(store)
     budget = sum(sizes) + 50
-    sched = PassScheduler(store, memory=_budget(budget + _inflight(store, 2)))
+    sched = PassScheduler(store, memory=_budget(budget + _inflight(store, 2)), prefetch=2)
     sweep(sched)
     assert sched.fully_cached
     alpha = sched.state("alpha", np.float64)                  # 800 bytes: in RAM ...

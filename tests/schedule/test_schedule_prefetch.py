@@ -21,13 +21,53 @@ def store():
 
 def test_blocks_arrive_in_order_despite_random_read_times(store):
     slow = CountingStore(store, delay=0.004, seed=1)
-    sched = PassScheduler(slow, memory=0, prefetch=4, seed=2)
+    sched = PassScheduler(slow, memory=0, prefetch=4, readers=4, seed=2)
     twin = PassScheduler(store, memory=0, prefetch=0, seed=2)
     for _ in range(2):
         expected = [b.id for b in twin.blocks("random")]
         assert [b.id for b in sched.blocks("random")] == expected
     assert len(slow.threads) > 1
     assert all(name.startswith("streamsvm-read") for name in slow.threads)
+
+
+def test_fewer_reader_threads_than_blocks_in_flight():
+    """``threads`` < ``depth``: one thread runs the loads, yet ``depth`` are queued ahead."""
+    import time
+    from streamsvm.schedule._prefetch import read_ahead
+    names, done = set(), []
+
+    def load(key):
+        names.add(threading.current_thread().name)
+        time.sleep(0.002)
+        done.append(key)
+        return key * 10
+
+    out = []
+    for key, value, loaded in read_ahead(range(12), load, 4, threads=1):
+        if key == 0:            # while the consumer works, the next 4 (not 5) are loaded
+            time.sleep(0.2)
+            assert sorted(done) == [0, 1, 2, 3, 4]
+        out.append(value)
+    assert out == [k * 10 for k in range(12)] and len(names) == 1
+
+
+def test_default_readers_leave_the_solver_a_core(store, monkeypatch):
+    from streamsvm.schedule import _local
+    monkeypatch.setattr(_local, "usable_cpus", lambda: 2)
+    assert PassScheduler(store, memory=0, prefetch=4).readers == 1
+    monkeypatch.setattr(_local, "usable_cpus", lambda: 8)
+    assert PassScheduler(store, memory=0, prefetch=4).readers == 4
+    assert PassScheduler(store, memory=0, prefetch=2).readers == 2
+    monkeypatch.setattr(_local, "usable_cpus", lambda: 1)
+    assert PassScheduler(store, memory=0, prefetch=4).readers == 1
+
+    class Remote:               # network reads wait, they do not compute: one per block
+        url = "s3://bucket/train.zarr"
+    assert _local.default_readers(Remote(), 4) == 4
+    Remote.url = "file:///data/train.zarr"
+    assert _local.default_readers(Remote(), 4) == 1
+    with pytest.raises(ValueError, match="'readers'"):
+        PassScheduler(store, memory=0, readers=0)
 
 
 def test_prefetch_zero_reads_in_the_calling_thread(store):
