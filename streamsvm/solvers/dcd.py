@@ -295,6 +295,7 @@ class _Run:
         self.disk_off = False                   # a disk slab could not be written
         self._disk_bytes = 0                    # bytes read from disk slabs, all sweeps
         self._kernel_s = 0.0                    # seconds inside the numba kernels, this sweep
+        self._wait_s = 0.0                      # seconds waiting for blocks, this sweep
         self._store_bytes = int(self.block_active_bytes.sum())     # CSR bytes of every row
         self._slab_active = 0
         self._slab_margins = False
@@ -322,7 +323,7 @@ class _Run:
         pg[:, 0], pg[:, 1] = -np.inf, np.inf
         t0 = time.perf_counter()
         bytes0 = sched.bytes_read
-        self._kernel_s = 0.0
+        self._kernel_s = self._wait_s = 0.0
         if self.mode == "stream" and self.build_slab and self.n_iter == 0:
             self._load_slab()                           # the whole store fits: read it once
         self._cert_fresh = False
@@ -361,13 +362,14 @@ class _Run:
             self.done = True
         entry["sweep_seconds"] = time.perf_counter() - t0
         entry["kernel_seconds"] = self._kernel_s
+        entry["wait_seconds"] = self._wait_s
         entry["mb_read"] = (sched.bytes_read - bytes0 + self._disk_bytes - disk0) / 1e6
         self.history.append(entry)
         log.info("iter %3d %-6s passes %7.2f primal %.6e dual %.6e gap %.2e active %d%s "
-                 "%.2fs (kernels %.2fs) %.1fMB", entry["iter"], entry["mode"], entry["passes"],
-                 entry["primal"], entry["dual"], entry["gap"], entry["active"],
-                 " (exact)" if entry["exact"] else "", entry["sweep_seconds"],
-                 entry["kernel_seconds"], entry["mb_read"])
+                 "%.2fs (kernels %.2fs, waiting for data %.2fs) %.1fMB", entry["iter"],
+                 entry["mode"], entry["passes"], entry["primal"], entry["dual"], entry["gap"],
+                 entry["active"], " (exact)" if entry["exact"] else "", entry["sweep_seconds"],
+                 entry["kernel_seconds"], entry["wait_seconds"], entry["mb_read"])
         return entry
 
     def _stream_sweep(self, pg):
@@ -382,7 +384,7 @@ class _Run:
         pending = None
         blocks = sched.blocks(ids)
         try:
-            for block in blocks:
+            for block in self._timed(blocks):
                 if pending is None:
                     pending = block
                     continue
@@ -393,6 +395,19 @@ class _Run:
         finally:
             blocks.close()
         self._enter_compacted(pieces)
+
+    def _timed(self, items):
+        """Iterate ``items``, adding the time spent waiting for each to ``_wait_s``."""
+        it = iter(items)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                self._wait_s += time.perf_counter() - t0
+            yield item
 
     def _block_order(self, mask, rng):
         """Active blocks in a random order that reads each chunk once per pass.
@@ -574,7 +589,7 @@ class _Run:
         blocks = read_ahead(ids.tolist(), sl.read_block, sched.prefetch,
                             threads=sched.readers)
         try:
-            for _, block, _ in blocks:
+            for _, block, _ in self._timed(blocks):
                 rows += block.n_rows
                 if pending is None:
                     pending = block
@@ -907,7 +922,7 @@ class _Run:
 
 
 _HIST_FLOAT = ("passes", "primal", "dual", "gap", "pg_spread", "sweep_seconds", "mb_read",
-               "seconds", "kernel_seconds")
+               "seconds", "kernel_seconds", "wait_seconds")
 _HIST_INT = ("iter", "active")
 
 
@@ -937,7 +952,8 @@ def _history_from_arrays(arrays: dict) -> list:
         h["exact"] = bool(arrays["history.exact"][j])
         for k in ("sweep_seconds", "mb_read", "seconds"):
             h[k] = float(arrays[f"history.{k}"][j])
-        if "history.kernel_seconds" in arrays:     # (not in checkpoints of 0.1.0 before it)
-            h["kernel_seconds"] = float(arrays["history.kernel_seconds"][j])
+        for k in ("kernel_seconds", "wait_seconds"):    # (not in checkpoints before them)
+            if f"history.{k}" in arrays:
+                h[k] = float(arrays[f"history.{k}"][j])
         rows.append(h)
     return rows

@@ -253,17 +253,23 @@ def test_streamed_state_is_nine_bytes_a_row(a9a_slice):
 
 @pytest.mark.parametrize("memory,slab", [("1GB", True), ("150KB", False)])
 def test_history_times_the_kernels_of_every_sweep(a9a_slice, memory, slab):
-    """``kernel_seconds``: the part of each sweep spent in the numba kernels (the rest is
-    waiting for blocks and Python); it survives a checkpoint round trip of the history."""
+    """``kernel_seconds``: the part of each sweep spent in the numba kernels;
+    ``wait_seconds``: waiting for blocks (the rest is Python); both survive a checkpoint
+    round trip of the history."""
     from streamsvm.solvers.dcd import _history_from_arrays, _history_to_arrays
     X, y = a9a_slice
     _, res = _fit(X, y, memory=memory, slab=slab, tol=1e-3)
     h = res.history
     assert all(0 < e["kernel_seconds"] <= e["sweep_seconds"] for e in h)
+    assert all(e["kernel_seconds"] + e["wait_seconds"] <= e["sweep_seconds"] for e in h)
+    assert all(e["wait_seconds"] == 0 for e in h if e["mode"] == "slab")
+    assert any(e["wait_seconds"] > 0 for e in h) == (memory == "150KB")
     back = _history_from_arrays(_history_to_arrays(h))
-    assert [e["kernel_seconds"] for e in back] == [e["kernel_seconds"] for e in h]
-    # a history saved before the field existed still loads
-    old = {k: v for k, v in _history_to_arrays(h).items() if k != "history.kernel_seconds"}
+    for key in ("kernel_seconds", "wait_seconds"):
+        assert [e[key] for e in back] == [e[key] for e in h]
+    # a history saved before the fields existed still loads
+    old = {k: v for k, v in _history_to_arrays(h).items()
+           if k not in ("history.kernel_seconds", "history.wait_seconds")}
     assert "kernel_seconds" not in _history_from_arrays(old)[0]
 
 
