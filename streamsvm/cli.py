@@ -134,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--scratch-dir", default=None, metavar="DIR",
                    help="local directory for per-row state that does not fit --memory and "
                         "for the disk slab (default: the system temporary directory)")
+    t.add_argument("--readers", type=int, default=None, metavar="N",
+                   help="threads reading and decompressing blocks ahead of the solver "
+                        "(default: one fewer than the CPUs for a local store, so the "
+                        "solver keeps a core; one per block in flight for a remote one)")
     t.add_argument("--no-disk-slab", action="store_true",
                    help="dcd: never copy the active rows to scratch files (by default, once "
                         "they hold at most half of the store's bytes but do not fit in "
@@ -246,7 +250,7 @@ def _cmd_quickstart(args) -> int:
         loss="hinge", bias=1.0, tol=1e-3, max_passes=200, class_weight=[], seed=0,
         memory="1GB", checkpoint=None, checkpoint_every_passes=1, resume=False,
         format="streamsvm", json=False, quiet=False, storage_option=[], scratch_dir=None,
-        no_disk_slab=False))
+        readers=None, no_disk_slab=False))
     if rc:
         return rc
     print(f"[3/3] evaluate: streamsvm evaluate {model_path} {work / 'a9a.t.zarr'}")
@@ -322,7 +326,8 @@ def _cmd_train(args) -> int:
             store, solver=args.solver, memory=args.memory, seed=args.seed,
             checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every_passes,
             resume=args.resume, storage_options=so, callback=progress,
-            should_stop=stop.is_set, scratch_dir=args.scratch_dir, C=args.C, loss=args.loss,
+            should_stop=stop.is_set, scratch_dir=args.scratch_dir, readers=args.readers,
+            C=args.C, loss=args.loss,
             bias=args.bias, tol=args.tol, max_passes=args.max_passes,
             class_weight=_class_weight(args.class_weight),
             **({"disk_slab": False} if args.no_disk_slab else {}))

@@ -176,7 +176,7 @@ def test_bad_train_parameters_exit_2(a9a_store, tmp_path, capsys):
     out = str(tmp_path / "m.json")
     for args, needle in [(["-C", "0"], "'C'"), (["-C", "-2"], "'C'"),
                          (["--tol", "0"], "'tol'"), (["--memory", "much"], "'memory'"),
-                         (["--solver", "sgd"], "'solver'")]:
+                         (["--solver", "sgd"], "'solver'"), (["--readers", "0"], "'readers'")]:
         assert main(["train", store, "-o", out, "-q", *args]) == 2
         assert needle in capsys.readouterr().err
     assert main(["train", str(tmp_path / "none.zarr"), "-o", out, "-q"]) == 2

@@ -242,7 +242,8 @@ def m_streamsvm(spec, out: _Out):
     solver = spec["solver"]
     params = dict(C=spec["C"], loss=spec["loss"], tol=spec["tol"], max_passes=spec["max_passes"],
                   bias=1.0)
-    common = dict(solver=solver, memory=spec["memory"], seed=spec["seed"])
+    common = dict(solver=solver, memory=spec["memory"], seed=spec["seed"],
+                  readers=spec.get("readers"))
     # warm-up on a few rows (loads numba's on-disk cache of every kernel: not solver time)
     t0 = time.perf_counter()
     part = store.read_rows(0, min(store.n_rows, 2000))

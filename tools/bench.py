@@ -594,7 +594,7 @@ def build_spec(m: dict, ds: dict, C: float, loss: str, cfg: dict, outdir: str) -
                                                "task", "classes", "ooc")}}
     if m["kind"] == "streamsvm":
         spec.update(solver=m["solver"], tol=cfg["tol"], max_passes=cfg["max_passes"],
-                    memory=ds.get("budget", cfg["memory"]),
+                    memory=ds.get("budget", cfg["memory"]), readers=cfg.get("readers"),
                     curve="callback" if ooc else "rerun",
                     reference_tol=None if ooc else cfg["reference_tol"])
     elif m["kind"] == "liblinear":
@@ -688,6 +688,8 @@ def run_cli(solver: str, ds: dict, C: float, loss: str, cfg: dict, outdir: str) 
             "-q", "--solver", solver, "-C", repr(C), "--loss", loss, "--tol", repr(cfg["tol"]),
             "--max-passes", repr(cfg["max_passes"]),
             "--memory", str(ds.get("budget", cfg["memory"])), "--seed", str(cfg["seed"])]
+    if cfg.get("readers"):
+        argv += ["--readers", str(cfg["readers"])]
     child = run_child(argv, timeout=cfg["timeout"], stdout_path=os.path.join(outdir, "cli.out"),
                       stderr_path=os.path.join(outdir, "cli.err"))
     out = {"argv": " ".join(shlex.quote(a) for a in argv[1:]), **child}
@@ -1205,6 +1207,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, help="streamsvm tol (relative duality gap)")
     p.add_argument("--memory", default="1GB",
                    help="streamsvm memory budget on in-memory data sets (default 1GB)")
+    p.add_argument("--readers", type=int, default=None,
+                   help="streamsvm reader threads (default: the scheduler's, one fewer than "
+                        "the CPUs for a local store)")
     p.add_argument("--seed", type=int, default=0, help="seed of every method (default 0)")
     p.add_argument("--no-cli", action="store_true",
                    help="skip the 'streamsvm train' CLI runs (whole-process time, peak RSS)")
@@ -1243,7 +1248,7 @@ def make_config(args) -> dict:
             cfg[k] = getattr(args, k)
     if args.ooc_rows is not None:
         cfg["ooc_rows"] = int(args.ooc_rows)
-    cfg.update(seed=args.seed, memory=args.memory, cli=not args.no_cli,
+    cfg.update(seed=args.seed, memory=args.memory, readers=args.readers, cli=not args.no_cli,
                synthetic_nnz=args.synthetic_nnz, target_gap=TARGET_GAP,
                io_baseline_all=args.io_baseline == "__suite__", ooc=dict(OOC))
     cfg["out"] = os.path.abspath(args.out or os.path.join(ROOT, "bench-out", args.suite))
