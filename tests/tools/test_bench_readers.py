@@ -1,0 +1,35 @@
+"""tools/bench_readers.py: settings parsing, summaries, and one real run on a small store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tools.bench_readers as br
+
+
+def test_parse_settings():
+    assert br.parse_settings("2:2, 4:1") == [(2, 2), (4, 1)]
+    with pytest.raises(ValueError):
+        br.parse_settings("4")
+
+
+def test_summarize_takes_the_first_sweep_apart():
+    sweeps = [{"sweep_seconds": 3.0, "kernel_seconds": 2.0, "wait_seconds": 0.5},
+              {"sweep_seconds": 1.0, "kernel_seconds": 0.8, "wait_seconds": 0.1},
+              {"sweep_seconds": 2.0, "kernel_seconds": 0.6, "wait_seconds": 0.3},
+              {"sweep_seconds": 1.5, "kernel_seconds": 0.7, "wait_seconds": 0.2}]
+    assert br.summarize(sweeps) == {"first_s": 3.0, "sweep_s": 1.5, "kernel_s": 0.7,
+                                    "wait_s": 0.2}
+
+
+def test_main_runs_every_setting_in_turn(tmp_path, capsys):
+    from streamsvm.io import write_store
+    X = sp.random(3000, 40, density=0.2, format="csr", random_state=0)
+    y = np.where(np.arange(3000) % 3, 1.0, -1.0)
+    write_store(tmp_path / "s.zarr", X, y, chunk_rows=500)
+    assert br.main([str(tmp_path / "s.zarr"), "--memory", "100000", "--passes", "3",
+                    "--repeat", "1", "--settings", "2:2,4:1"]) == 0
+    out = capsys.readouterr().out
+    assert "| 2 | 2 | 1 |" in out and "| 4 | 1 | 1 |" in out

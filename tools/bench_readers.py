@@ -1,0 +1,96 @@
+"""Seconds per streamed dcd pass for several read-ahead settings, measured side by side.
+
+How many blocks the scheduler reads ahead (``prefetch``) and how many threads decompress
+them (``readers``) decide how well reading overlaps the solver's kernel. On a machine
+with few cores the two compete for CPU, so the best setting is measured, not guessed::
+
+    python tools/bench_readers.py bench-out/work/synth-1e7/train.zarr --memory 256201675
+
+Each setting trains ``dcd`` (hinge, C = 1, no disk slab) for ``--passes`` streamed passes in
+a fresh process; the settings are run in turn, ``--repeat`` rounds, so that slow and fast
+moments of a shared machine fall on all of them alike. Printed per run: the first sweep,
+and the medians over the later sweeps of the sweep time, the time inside the kernels and
+the time spent waiting for blocks (``kernel_seconds`` / ``wait_seconds`` of dcd's history).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_CHILD = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import streamsvm
+from streamsvm.estimators import train
+store_url, memory, passes, prefetch, readers = sys.argv[1:6]
+_, res = train(streamsvm.open_store(store_url), C=1.0, loss="hinge", memory=int(memory),
+               max_passes=float(passes), prefetch=int(prefetch), readers=int(readers),
+               disk_slab=False)
+print(json.dumps([{k: e[k] for k in ("sweep_seconds", "kernel_seconds", "wait_seconds")}
+                  for e in res.history if e["mode"] == "stream" and not e["exact"]]))
+"""
+
+
+def parse_settings(text: str) -> list[tuple[int, int]]:
+    """``"2:2,4:1"`` -> ``[(2, 2), (4, 1)]`` (prefetch:readers)."""
+    out = []
+    for item in text.split(","):
+        prefetch, _, readers = item.strip().partition(":")
+        out.append((int(prefetch), int(readers)))
+    return out
+
+
+def summarize(sweeps: list[dict]) -> dict:
+    """First sweep and medians of the later ones."""
+    later = sweeps[1:] or sweeps
+    med = (lambda key: statistics.median(e[key] for e in later))  # noqa: E731
+    return {"first_s": sweeps[0]["sweep_seconds"], "sweep_s": med("sweep_seconds"),
+            "kernel_s": med("kernel_seconds"), "wait_s": med("wait_seconds")}
+
+
+def run(store: str, memory: int, passes: float, prefetch: int, readers: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", _CHILD, store, str(memory), str(passes),
+                          str(prefetch), str(readers)], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    return summarize(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def table(results: dict) -> str:
+    rows = ["| prefetch | readers | run | 1st sweep s | later sweeps s (median) | kernels s | "
+            "waiting s |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for (prefetch, readers), runs in results.items():
+        for i, r in enumerate(runs, 1):
+            rows.append(f"| {prefetch} | {readers} | {i} | {r['first_s']:.3f} | "
+                        f"{r['sweep_s']:.3f} | {r['kernel_s']:.3f} | {r['wait_s']:.3f} |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("store", help="a store from 'streamsvm convert'")
+    p.add_argument("--memory", type=int, required=True, help="budget in bytes")
+    p.add_argument("--passes", type=float, default=6, help="streamed passes per run")
+    p.add_argument("--repeat", type=int, default=3, help="rounds over the settings")
+    p.add_argument("--settings", default="2:2,4:2,4:1,8:1",
+                   help="comma-separated prefetch:readers (default 2:2,4:2,4:1,8:1)")
+    args = p.parse_args(argv)
+    settings = parse_settings(args.settings)
+    results: dict = {s: [] for s in settings}
+    for _ in range(args.repeat):
+        for s in settings:
+            results[s].append(run(args.store, args.memory, args.passes, *s))
+            print(f"prefetch {s[0]} readers {s[1]}: {results[s][-1]}", file=sys.stderr)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
