@@ -30,7 +30,7 @@ def _store_identity(store) -> dict:
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
           checkpoint_every=0, resume=False, storage_options=None, callback=None,
-          should_stop=None, block_rows=None, prefetch=4, readers=None, scratch_dir=None,
+          should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``.
 

@@ -45,10 +45,10 @@ def default_readers(store, prefetch: int) -> int:
     core of its own; for a remote one (waiting on the network, not the CPU) one per
     block in flight.
 
-    On 2 CPUs and the 10^7-row benchmark store, a streamed dcd pass with two reader
-    threads took 1.0-1.4 s, its kernel 0.8-1.0 s of it (three busy threads on two cores);
-    with one reader and 4-6 blocks in flight 0.83-0.94 s, the kernel 0.69-0.75 s
-    (``python tools/bench.py --suite dcd``, "the least a pass can take" table).
+    On 2 CPUs and the 10^7-row benchmark store, streamed dcd passes took a median
+    1.09-1.21 s with two readers for two blocks in flight (three busy threads on two
+    cores: the kernel 0.84-0.90 s of it) and 0.93-1.00 s with one reader for four (the
+    kernel 0.72-0.77 s) (``python tools/bench_readers.py``, docs/bench/results/).
     """
     from ..io._urls import is_local
     url = getattr(store, "url", None)
@@ -95,6 +95,12 @@ class LocalBackend:
         self.layout = layout
         self.prefetch = prefetch
         self.readers = readers
+        # decoded chunks kept for the blocks split from them (_read_part): the chunks the
+        # blocks in flight (read ahead, current, previous) can span, plus one
+        per_chunk = np.bincount(layout.chunk)
+        split = per_chunk[per_chunk > 1]
+        self.keep_chunks = max(3, -(-(prefetch + 2) // int(split.min())) + 1) \
+            if len(split) else 0
         self.cache = BlockCache(cache_bytes)
         self._recent: collections.OrderedDict = collections.OrderedDict()
         self._recent_lock = threading.Lock()
@@ -151,9 +157,10 @@ class LocalBackend:
 
         For a store read through zarr (not the converter's layout), which decodes whole
         inner chunks with a large overhead per read, reading the blocks of one chunk
-        separately would decompress the same bytes once per block. The last three decoded chunks are
-        kept (outside the memory budget, like the blocks in flight) while their blocks are
-        visited; solvers that split chunks visit a chunk's blocks close together.
+        separately would decompress the same bytes once per block. The last
+        :attr:`keep_chunks` decoded chunks are kept (charged to the budget with the blocks
+        in flight) while their blocks are visited; solvers that split chunks visit a
+        chunk's blocks close together.
         """
         with self._locks.setdefault(c, threading.Lock()):
             chunk = self._recent.get(c)
@@ -161,7 +168,7 @@ class LocalBackend:
                 chunk = self.store.read_chunk(c)
                 with self._recent_lock:
                     self._recent[c] = chunk
-                    while len(self._recent) > 3:
+                    while len(self._recent) > max(1, self.keep_chunks):
                         self._recent.popitem(last=False)
         return chunk.rows(start - chunk.row_start, stop - chunk.row_start)
 

@@ -68,7 +68,7 @@ class PassScheduler:
         ``"1.5GiB"`` or bytes). State is served first; blocks are cached in what is left.
         States that do not fit spill to memmap files. The blocks in flight (at most
         ``prefetch + 2`` and what the reader keeps decoded) are charged to the budget too.
-    prefetch : int, default=4
+    prefetch : int, default=8
         Blocks read ahead by background threads while the current block is processed.
         0 reads in the calling thread.
     readers : int, optional
@@ -118,7 +118,7 @@ class PassScheduler:
     (1.0, 3)
     """
 
-    def __init__(self, store, *, memory="1GB", prefetch: int = 4, readers: int | None = None,
+    def __init__(self, store, *, memory="1GB", prefetch: int = 8, readers: int | None = None,
                  block_rows: int | None = None, seed: int = 0, scratch_dir=None):
         missing = [a for a in _STORE_ATTRS if not hasattr(store, a)]
         if missing:
@@ -207,7 +207,7 @@ class PassScheduler:
         ahead, the current one and the one before it (a solver may keep it, as dcd's
         shuffle buffer does), and what the reader keeps decoded (the inner chunks shared
         by consecutive blocks, or, for a store read through zarr with chunks split into
-        blocks, the last three decoded chunks). Charged to the memory budget."""
+        blocks, the last few decoded chunks). Charged to the memory budget."""
         meta = getattr(self.store, "meta", None)
         if meta is None or not hasattr(self.store, "chunk_nnz"):
             return 0                      # a store without metadata: nothing to estimate
@@ -221,7 +221,7 @@ class PassScheduler:
             rows = int(self._layout.block_rows)
             block = -(-chunk * rows // max(1, int(self.store.chunk_rows)))
             return (self.prefetch + 2) * block + int(getattr(self.store, "held_bytes", 0))
-        return (self.prefetch + 2 + (3 if split else 0)) * chunk
+        return (self.prefetch + 2 + (self._backend.keep_chunks if split else 0)) * chunk
 
     def _cache_capacity(self) -> int:
         return self.data_budget - self.state_bytes - self.reserved - self.inflight_bytes
