@@ -46,9 +46,10 @@ def default_readers(store, prefetch: int) -> int:
     block in flight.
 
     On 2 CPUs and the 10^7-row benchmark store, streamed dcd passes took a median
-    1.09-1.21 s with two readers for two blocks in flight (three busy threads on two
-    cores: the kernel 0.84-0.90 s of it) and 0.93-1.00 s with one reader for four (the
-    kernel 0.72-0.77 s) (``python tools/bench_readers.py``, docs/bench/results/).
+    1.05-1.15 s with two readers for two blocks in flight (three busy threads on two
+    cores: the kernel 0.79-0.82 s of it), 0.94-0.97 s with one reader for four and
+    0.80-0.81 s with one reader for eight (the kernel 0.67-0.69 s)
+    (``python tools/bench_readers.py``; docs/bench/results/readers-synth-1e7.md).
     """
     from ..io._urls import is_local
     url = getattr(store, "url", None)

@@ -38,9 +38,7 @@ def read_ahead(keys: Iterable, load: Callable, depth: int, *,
     threads : int, optional
         Threads running ``load`` (at most ``depth``; default ``depth``). Fewer threads
         than loads in flight keep CPU-bound loads (decompression) off the cores the
-        consumer computes on while still queueing work ahead of it. When the consumer
-        has to wait for its next item, it runs queued loads that no thread has started
-        yet itself meanwhile (its core would idle otherwise).
+        consumer computes on while still queueing work ahead of it.
 
     Yields
     ------
@@ -72,8 +70,6 @@ def read_ahead(keys: Iterable, load: Callable, depth: int, *,
         while pending:
             key, value, loaded = pending.popleft()
             if loaded:
-                if not value.done():
-                    _help(pending, value, load)
                 value = value.result()
             for nxt in itertools.islice(it, 1):
                 schedule(nxt)
@@ -83,23 +79,3 @@ def read_ahead(keys: Iterable, load: Callable, depth: int, *,
             if loaded:
                 value.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _help(pending: collections.deque, awaited, load: Callable) -> None:
-    """While ``awaited`` is still loading, run the queued loads no thread has started in
-    the consumer's thread (its core would idle otherwise), in order, until it is done.
-
-    ``Future.cancel`` succeeds only on a load no worker has taken, so each load runs
-    exactly once; a load that raises stores its exception, re-raised at its turn.
-    """
-    for i, (key, fut, loaded) in enumerate(pending):
-        if awaited.done():
-            return
-        if not loaded or not fut.cancel():
-            continue
-        done = concurrent.futures.Future()
-        try:
-            done.set_result(load(key))
-        except BaseException as exc:        # re-raised when the consumer reaches it
-            done.set_exception(exc)
-        pending[i] = (key, done, True)

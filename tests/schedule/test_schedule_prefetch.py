@@ -26,9 +26,8 @@ def test_blocks_arrive_in_order_despite_random_read_times(store):
     for _ in range(2):
         expected = [b.id for b in twin.blocks("random")]
         assert [b.id for b in sched.blocks("random")] == expected
-    assert len(slow.threads) > 1       # reader threads, and the consumer while it waits
-    main = threading.current_thread().name
-    assert all(name.startswith("streamsvm-read") or name == main for name in slow.threads)
+    assert len(slow.threads) > 1
+    assert all(name.startswith("streamsvm-read") for name in slow.threads)
 
 
 def test_fewer_reader_threads_than_blocks_in_flight():
@@ -49,35 +48,7 @@ def test_fewer_reader_threads_than_blocks_in_flight():
             time.sleep(0.2)
             assert sorted(done) == [0, 1, 2, 3, 4]
         out.append(value)
-    assert out == [k * 10 for k in range(12)]
-    assert {n for n in names if n.startswith("streamsvm-read")} == {"streamsvm-read_0"}
-
-
-def test_a_waiting_consumer_runs_queued_loads_itself():
-    """Each key is loaded once, by the reader or by the consumer while it would wait;
-    values arrive in order, and an error of a load the consumer ran surfaces at its turn."""
-    import time
-    from streamsvm.schedule._prefetch import read_ahead
-    calls, lock = [], threading.Lock()
-
-    def load(key):
-        with lock:
-            calls.append((key, threading.current_thread().name))
-        time.sleep(0.01)
-        if key == 9:
-            raise OSError("disk on fire")
-        return key * 10
-
-    got = []
-    with pytest.raises(OSError, match="disk on fire"):
-        for key, value, _ in read_ahead(range(20), load, 4, threads=1):
-            got.append(value)
-    assert got == [k * 10 for k in range(9)]
-    keys = [k for k, _ in calls]
-    assert len(keys) == len(set(keys))                  # no load ran twice
-    main = threading.current_thread().name
-    assert any(name == main for _, name in calls)       # the consumer helped
-    assert any(name == "streamsvm-read_0" for _, name in calls)
+    assert out == [k * 10 for k in range(12)] and names == {"streamsvm-read_0"}
 
 
 def test_default_readers_leave_the_solver_a_core(store, monkeypatch):
@@ -87,6 +58,7 @@ def test_default_readers_leave_the_solver_a_core(store, monkeypatch):
     monkeypatch.setattr(_local, "usable_cpus", lambda: 8)
     assert PassScheduler(store, memory=0, prefetch=4).readers == 4
     assert PassScheduler(store, memory=0, prefetch=2).readers == 2
+    assert PassScheduler(store, memory=0).readers == 7        # default: 8 in flight
     monkeypatch.setattr(_local, "usable_cpus", lambda: 1)
     assert PassScheduler(store, memory=0, prefetch=4).readers == 1
 
