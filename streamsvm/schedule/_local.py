@@ -46,9 +46,9 @@ def default_readers(store, prefetch: int) -> int:
     block in flight.
 
     On 2 CPUs and the 10^7-row benchmark store, streamed dcd passes took a median
-    1.05-1.15 s with two readers for two blocks in flight (three busy threads on two
-    cores: the kernel 0.79-0.82 s of it), 0.94-0.97 s with one reader for four and
-    0.80-0.81 s with one reader for eight (the kernel 0.67-0.69 s)
+    1.04-1.12 s with two readers for two blocks in flight (three busy threads on two
+    cores: the kernel 0.78-0.82 s of it), 0.88-0.98 s with one reader for four and
+    0.86-0.91 s with one reader for eight (the kernel 0.67-0.68 s)
     (``python tools/bench_readers.py``; docs/bench/results/readers-synth-1e7.md).
     """
     from ..io._urls import is_local
