@@ -169,7 +169,7 @@ class LocalBackend:
                 chunk = self.store.read_chunk(c)
                 with self._recent_lock:
                     self._recent[c] = chunk
-                    while len(self._recent) > max(1, self.keep_chunks):
+                    while len(self._recent) > self.keep_chunks:
                         self._recent.popitem(last=False)
         return chunk.rows(start - chunk.row_start, stop - chunk.row_start)
 

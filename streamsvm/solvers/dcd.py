@@ -396,6 +396,12 @@ class _Run:
             blocks.close()
         self._enter_compacted(pieces)
 
+    def _kernel(self, kernel, *args):
+        """Call a numba kernel, adding its wall time to ``_kernel_s``."""
+        t0 = time.perf_counter()
+        kernel(*args)
+        self._kernel_s += time.perf_counter() - t0
+
     def _timed(self, items):
         """Iterate ``items``, adding the time spent waiting for each to ``_wait_s``."""
         it = iter(items)
@@ -461,14 +467,12 @@ class _Run:
         rows = group[0].n_rows + (group[1].n_rows if n_slots == 2 else 0)
         if len(self._work) < rows:
             self._work = np.empty(rows, dtype=np.int64)
-        t0 = time.perf_counter()
-        dcd_sweep(tuple(b.indptr for b in group), tuple(b.indices for b in group),
-                  tuple(b.data for b in group), self.unit, tuple(b.y for b in group), n_slots,
-                  np.array([seed], dtype=np.uint64), self._work, self.pos, self.Cp, self.Cn,
-                  self.l2, self.B, self.W, self.wb, tuple(v[0] for v in views),
-                  tuple(v[1] for v in views), self.pgmax_old, self.pgmin_old, pg, self.zu,
-                  self.zs, self._terms, self._counts)
-        self._kernel_s += time.perf_counter() - t0
+        self._kernel(dcd_sweep, tuple(b.indptr for b in group), tuple(b.indices for b in group),
+                     tuple(b.data for b in group), self.unit, tuple(b.y for b in group),
+                     n_slots, np.array([seed], dtype=np.uint64), self._work, self.pos, self.Cp,
+                     self.Cn, self.l2, self.B, self.W, self.wb, tuple(v[0] for v in views),
+                     tuple(v[1] for v in views), self.pgmax_old, self.pgmin_old, pg, self.zu,
+                     self.zs, self._terms, self._counts)
 
     # -- slab -----------------------------------------------------------------------
     @property
@@ -669,17 +673,15 @@ class _Run:
         sl = self.slab
         info = np.zeros(5)
         rng_state = self.sched.rng(self.n_iter, 1).integers(2**63, size=1, dtype=np.uint64)
-        t0 = time.perf_counter()
-        dcd_slab_epochs(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
-                        self.Cn, self.l2, self.B, self.s.shrinking, rng_state,
-                        max(1, self.sched.n_rows), self.eps_pg, self.gap_trigger,
-                        self._check_due - self.sched.rows_visited,
-                        self.W, self.wb,
-                        sl.alpha, sl.active, sl.margin, sl.qd, self.pgmax_old, self.pgmin_old,
-                        np.empty(len(sl.rows), np.int64), pg, self.zu, self.zs,
-                        np.empty((self.k, 3)), self._cert,
-                        info)
-        self._kernel_s += time.perf_counter() - t0
+        self._kernel(dcd_slab_epochs, sl.indptr, sl.indices, sl.data, self.unit, sl.ycls,
+                     self.pos, self.Cp, self.Cn, self.l2, self.B, self.s.shrinking, rng_state,
+                     max(1, self.sched.n_rows), self.eps_pg, self.gap_trigger,
+                     self._check_due - self.sched.rows_visited,
+                     self.W, self.wb,
+                     sl.alpha, sl.active, sl.margin, sl.qd, self.pgmax_old, self.pgmin_old,
+                     np.empty(len(sl.rows), np.int64), pg, self.zu, self.zs,
+                     np.empty((self.k, 3)), self._cert,
+                     info)
         self.sched.count_rows(int(info[1]))
         self._slab_active = int(info[4])
         self._cert_fresh = True
@@ -752,11 +754,9 @@ class _Run:
         if self._slab_full:
             sl = self.slab
             stats = np.empty((k, 4))
-            t0 = time.perf_counter()
-            dcd_check(sl.indptr, sl.indices, sl.data, self.unit, sl.ycls, self.pos, self.Cp,
-                      self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha, sl.active,
-                      self.zu, self.zs, self._terms, stats)
-            self._kernel_s += time.perf_counter() - t0
+            self._kernel(dcd_check, sl.indptr, sl.indices, sl.data, self.unit, sl.ycls,
+                         self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb, sl.alpha,
+                         sl.active, self.zu, self.zs, self._terms, stats)
             sched.count_rows(sched.n_rows)
             self._slab_active = int(sl.active.any(axis=1).sum())
         else:
@@ -775,11 +775,9 @@ class _Run:
             def check(block):       # runs in this thread, in block order: zu sums are fixed
                 alpha, active = self._views(block)
                 out = np.empty((k, 4))
-                t0 = time.perf_counter()
-                dcd_check(block.indptr, block.indices, block.data, self.unit, block.y,
-                          self.pos, self.Cp, self.Cn, self.l2, self.B, self.W, self.wb, alpha,
-                          active, self.zu, self.zs, self._terms, out)
-                self._kernel_s += time.perf_counter() - t0
+                self._kernel(dcd_check, block.indptr, block.indices, block.data, self.unit,
+                             block.y, self.pos, self.Cp, self.Cn, self.l2, self.B, self.W,
+                             self.wb, alpha, active, self.zu, self.zs, self._terms, out)
                 act = active.any(axis=1)
                 nnz = int(np.diff(block.indptr)[act].sum())
                 self.block_active[block.id] = int(act.sum())
