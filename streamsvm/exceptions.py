@@ -14,6 +14,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoreExistsError",
     "IncompleteStoreError",
+    "StoreCorruptError",
     "InvalidParameterError",
     "CheckpointError",
     "NotFittedError",
@@ -68,6 +69,12 @@ class StoreExistsError(StreamSVMError, FileExistsError):
 
 class IncompleteStoreError(StoreError):
     """The store was not finished (conversion interrupted or still running)."""
+
+
+class StoreCorruptError(StoreError):
+    """A store's bytes fail their checksums, a chunk file is missing, or its arrays
+    contradict each other. The message names the store, the array, the chunk or shard file
+    and, where known, the rows affected; ``streamsvm verify STORE`` lists every problem."""
 
 
 class InvalidParameterError(StreamSVMError, ValueError, TypeError):

@@ -5,6 +5,13 @@ Layout (DESIGN.md §3): a Zarr v3 group with arrays ``indptr`` (int64, n_rows + 
 when every stored value is 1.0) and ``y`` (float32 ±1 for binary, int32 class index for
 multiclass). Group attribute ``streamsvm`` holds the metadata, with ``complete: true``
 written last by the converter.
+
+What a reader trusts is checked (``_integrity.py``): the attributes against their checksum
+when the store is opened, each array's ``zarr.json`` against the CRC recorded in them, every
+inner chunk against its CRC-32C (``_direct.py``), and every row range read against the
+metadata before a kernel sees it — ``indptr`` non-decreasing and within the chunk's entries,
+feature ids in ``[0, n_features)``, labels ±1 or class ids. A failed check raises
+:class:`~streamsvm.exceptions.StoreCorruptError` naming the array, the chunk and the rows.
 """
 
 from __future__ import annotations
@@ -16,13 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import IncompleteStoreError, StoreError, StoreNotFoundError
+from ..exceptions import IncompleteStoreError, StoreCorruptError, StoreError, StoreNotFoundError
 from ._direct import DirectArray
+from ._integrity import check_attrs
 from ._urls import join_url, url_to_fs
 
 __all__ = ["Chunk", "Store", "StoreMeta", "open_store", "FORMAT_VERSION", "ATTRS_KEY"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version 2: every chunk written and checksummed (CRC-32C), attributes sealed. Version 1
+stores (no chunk checksums) are refused: convert the input again."""
 ATTRS_KEY = "streamsvm"
 
 
@@ -142,7 +152,7 @@ class StoreMeta:
 class Store(StoreMeta):
     """A read-only handle on a complete streamsvm store.
 
-    Picklable (it holds only the URL, storage options and metadata); zarr arrays are
+    Picklable (it holds only the URL, storage options and metadata); the arrays are
     opened lazily in each process. Use :func:`open_store` to obtain one.
     """
 
@@ -151,10 +161,9 @@ class Store(StoreMeta):
         self.storage_options = dict(storage_options or {})
         self.meta = meta
         self._arrays: dict[str, Any] | None = None
-        self._direct = False
         self._lock = threading.Lock()
 
-    # -- pickling: drop the open zarr handles ---------------------------------------
+    # -- pickling: drop the open array handles ---------------------------------------
     def __getstate__(self):
         return {"url": self.url, "storage_options": self.storage_options, "meta": self.meta}
 
@@ -166,67 +175,80 @@ class Store(StoreMeta):
                 f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
 
     # -- data ----------------------------------------------------------------------
-    @property
-    def range_reads(self) -> bool:
-        """Whether reading a row range decodes only the inner chunks it overlaps, with no
-        per-read overhead worth batching (the arrays are read by :mod:`._direct`)."""
-        return self._open_arrays() is not None and self._direct
+    range_reads = True
+    """Reading a row range decodes only the inner chunks it overlaps, with no per-read
+    overhead worth batching (:mod:`._direct`)."""
 
     @property
     def held_bytes(self) -> int:
-        """Bytes the direct reader keeps decoded between reads (0 through zarr)."""
-        arrays = self._open_arrays()
-        return sum(a.held_bytes for a in arrays.values()) if self._direct else 0
+        """Bytes the direct reader keeps decoded between reads."""
+        return sum(a.held_bytes for a in self._open_arrays().values())
 
     def _open_arrays(self) -> dict[str, Any]:
         with self._lock:
             if self._arrays is None:
                 names = ["indptr", "indices", "y"] + ([] if self.binary_values else ["data"])
+                crcs = self.meta.get("array_meta_crc32c") or {}
                 fs, path = url_to_fs(self.url, self.storage_options)
-                direct = {name: DirectArray.open(fs, join_url(path, name)) for name in names}
-                self._direct = all(a is not None for a in direct.values())
-                if self._direct:
-                    self._arrays = direct
-                else:           # not the converter's layout: zarr reads anything
-                    import zarr
-                    group = zarr.open_group(_zarr_store(self.url, self.storage_options, "r"),
-                                            mode="r")
-                    self._arrays = {name: group[name] for name in names}
+                arrays = {name: DirectArray.open(fs, join_url(path, name), where=self.url,
+                                                 meta_crc=crcs.get(name)) for name in names}
+                want = {"indptr": self.n_rows + 1, "indices": self.nnz, "data": self.nnz,
+                        "y": self.n_rows}
+                for name, arr in arrays.items():
+                    if len(arr) != want[name]:
+                        raise StoreCorruptError(
+                            f"store {self.url!r} is damaged: array {name!r} has {len(arr)} "
+                            f"entries, the attributes say {want[name]}")
+                self._arrays = arrays
             return self._arrays
 
     def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
-        """Read global rows ``[start, stop)`` as a :class:`Chunk`."""
+        """Read global rows ``[start, stop)`` as a :class:`Chunk`, checked (module doc)."""
         arrays = self._open_arrays()
+        where = f"rows [{start}, {stop})" + (f" of chunk {chunk_id}" if chunk_id >= 0 else "")
         try:
-            if start == 0 and stop == self.n_rows and not self._direct:
-                # the whole store: entries [0, nnz) are known, so read every array at once
-                names = [n for n in ("indptr", "indices", "data", "y") if n in arrays]
-                sel = {"indptr": slice(0, stop + 1), "y": slice(0, stop)}
-                got = dict(zip(names, _read_concurrently(
-                    [arrays[n] for n in names], [sel.get(n, slice(0, self.nnz)) for n in names])))
-                indptr = np.asarray(got["indptr"], dtype=np.int64)
-            else:
-                indptr = np.asarray(arrays["indptr"][start:stop + 1], dtype=np.int64)
-                got = None
+            indptr = np.asarray(arrays["indptr"][start:stop + 1], dtype=np.int64)
             p0, p1 = int(indptr[0]), int(indptr[-1])
-            if got is None:
-                got = {"indices": arrays["indices"][p0:p1], "y": arrays["y"][start:stop]}
-                if not self.binary_values:
-                    got["data"] = arrays["data"][p0:p1]
-            indices = np.asarray(got["indices"])
-            if self.binary_values:
-                data = np.ones(p1 - p0, dtype=self.dtype)
-            else:
-                data = np.asarray(got["data"])
-            y = np.asarray(got["y"])
-        except Exception as exc:  # zarr/fsspec/codec failures
-            raise StoreError(f"store {self.url!r}: cannot read rows [{start}, {stop}) "
-                             f"(chunk {chunk_id}): {type(exc).__name__}: {exc}") from exc
-        if len(indices) != p1 - p0 or len(y) != stop - start:
-            raise StoreError(f"store {self.url!r}: chunk {chunk_id} is truncated: expected "
-                             f"{p1 - p0} entries and {stop - start} labels, got "
-                             f"{len(indices)} and {len(y)}")
-        return Chunk(chunk_id, start, indptr - p0, indices, data, y)
+            if not 0 <= p0 <= p1 <= self.nnz:
+                raise StoreCorruptError(
+                    f"store {self.url!r} is damaged: array 'indptr' points outside the "
+                    f"{self.nnz} stored entries ([{p0}, {p1}))")
+            indices = arrays["indices"][p0:p1]
+            y = arrays["y"][start:stop]
+            data = np.ones(p1 - p0, dtype=self.dtype) if self.binary_values else \
+                arrays["data"][p0:p1]
+        except StoreCorruptError as exc:
+            raise StoreCorruptError(f"{exc} (reading {where})") from None
+        except (OSError, ValueError, RuntimeError) as exc:     # fsspec/network failures
+            raise StoreError(f"store {self.url!r}: cannot read {where}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        indptr -= p0
+        self._check_rows(indptr, indices, y, where, chunk_id)
+        return Chunk(chunk_id, start, indptr, indices, data, y)
+
+    def _check_rows(self, indptr, indices, y, where: str, chunk_id: int) -> None:
+        """The checks of the module doc, before any kernel sees the rows."""
+        from ..kernels import csr_check
+        code, row = csr_check(indptr, indices, self.n_features, False)
+        problem = None
+        if code == 1:
+            problem = f"array 'indptr' decreases at row {row}"
+        elif code == 2:
+            problem = (f"array 'indices' holds a feature id outside [0, {self.n_features}) "
+                       f"in row {row}")
+        elif chunk_id >= 0 and len(y) == self.chunk_rows_of(chunk_id) and \
+                int(indptr[-1]) != int(self.meta["chunk_nnz"][chunk_id]):
+            problem = (f"the chunk holds {int(indptr[-1])} entries, the attributes say "
+                       f"{int(self.meta['chunk_nnz'][chunk_id])}")
+        elif not _labels_valid(y, self.task, len(self.meta["classes"])):
+            problem = "array 'y' holds a value that is no label of this store"
+        if problem is not None:
+            raise StoreCorruptError(f"store {self.url!r} is damaged: {problem} ({where})")
+
+    def chunk_rows_of(self, i: int) -> int:
+        """Rows of chunk ``i``."""
+        start, stop = self.chunk_bounds(i)
+        return stop - start
 
     def bytes_on_disk(self) -> int:
         """Total size of the store's files."""
@@ -261,17 +283,11 @@ class Store(StoreMeta):
         }
 
 
-def _read_concurrently(arrays, selections) -> list:
-    """``[a[s] for a, s in zip(arrays, selections)]`` with the reads overlapped on zarr's
-    event loop (one round trip instead of one per array: what matters on S3, and for
-    small stores read whole)."""
-    import asyncio
-    from zarr.core.sync import sync
-
-    async def gather():
-        return await asyncio.gather(*(a.async_array.getitem(s)
-                                      for a, s in zip(arrays, selections)))
-    return list(sync(gather()))
+def _labels_valid(y: np.ndarray, task: str, n_classes: int) -> bool:
+    """Binary labels are ±1, multiclass ones class ids in ``[0, n_classes)``."""
+    if task == "binary":
+        return bool(np.all(np.abs(y) == 1))
+    return bool(len(y) == 0 or (y.min() >= 0 and y.max() < n_classes))
 
 
 def _zarr_store(url: str, storage_options: dict | None, mode: str):
@@ -292,10 +308,20 @@ def read_meta(url: str, storage_options: dict | None = None) -> dict | None:
     if not fs.exists(key):
         return None
     try:
-        doc = json.loads(fs.cat_file(key))
-    except (ValueError, OSError) as exc:
-        raise StoreError(f"store {url!r}: unreadable zarr.json: {exc}") from exc
-    return doc.get("attributes", {}).get(ATTRS_KEY)
+        raw = fs.cat_file(key)
+    except OSError as exc:
+        raise StoreError(f"store {url!r}: cannot read zarr.json: {exc}") from exc
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise StoreCorruptError(f"store {url!r} is damaged: its zarr.json is not valid JSON "
+                                f"({exc})") from exc
+    attrs = doc.get("attributes") if isinstance(doc, dict) else None
+    meta = attrs.get(ATTRS_KEY) if isinstance(attrs, dict) else None
+    if meta is not None and not isinstance(meta, dict):
+        raise StoreCorruptError(f"store {url!r} is damaged: its '{ATTRS_KEY}' attributes are "
+                                f"not a JSON object")
+    return meta
 
 
 def open_store(url, *, storage_options: dict | None = None) -> Store:
@@ -314,6 +340,8 @@ def open_store(url, *, storage_options: dict | None = None) -> Store:
         Nothing at ``url``, or not a streamsvm store.
     IncompleteStoreError
         The conversion that writes it did not finish.
+    StoreCorruptError
+        Its attributes fail their checksum.
     """
     if isinstance(url, Store):
         if storage_options:
@@ -324,6 +352,8 @@ def open_store(url, *, storage_options: dict | None = None) -> Store:
     if meta is None:
         raise StoreNotFoundError(f"no streamsvm store at {url!r} (no zarr.json with "
                                  f"'{ATTRS_KEY}' attributes)")
+    if "checksum" in meta:              # sealed at the end of a conversion: check it first
+        check_attrs(url, meta)
     if not meta.get("complete"):
         raise IncompleteStoreError(
             f"store {url!r} is incomplete: its conversion did not finish "
@@ -331,6 +361,8 @@ def open_store(url, *, storage_options: dict | None = None) -> Store:
             f"Continue it with 'streamsvm convert ... --resume' or convert again.")
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
-        raise StoreError(f"store {url!r} has format version {version}; this streamsvm reads "
-                         f"version {FORMAT_VERSION}")
+        why = " (written before chunks were checksummed)" if version == 1 else ""
+        raise StoreError(f"store {url!r} has format version {version}{why}; this streamsvm "
+                         f"reads version {FORMAT_VERSION}: convert the input again")
+    check_attrs(url, meta)
     return Store(url, storage_options, meta)

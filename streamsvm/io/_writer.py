@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from ..exceptions import FormatError, StoreExistsError
+from ._integrity import crc32c, seal
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
 from ._urls import join_url, url_to_fs
@@ -34,9 +35,15 @@ MAX_CLASSES = 100_000
 def _compressors():
     # Blosc lz4 with byte shuffle rather than zstd: faster to write and to read at about the
     # same ratio (tools/bench_convert.py --synthetic-gb 2, store read-back at 65,536 rows per
-    # chunk: 585 MB/s with zstd-1 and 64 Ki inner chunks, 1,278 MB/s now).
-    from zarr.codecs import BloscCodec
-    return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]
+    # chunk: 585 MB/s with zstd-1 and 64 Ki inner chunks, 1,278 MB/s now); then a CRC-32C of
+    # the compressed bytes, checked on every read (_integrity.py).
+    from zarr.codecs import BloscCodec, Crc32cCodec
+    return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec()]
+
+
+# Every chunk is written, also one equal to the fill value: a reader then treats a missing
+# chunk as damage, never as zeros.
+_ARRAY_CONFIG = {"write_empty_chunks": True}
 
 
 class _Appender:
@@ -131,7 +138,7 @@ class StoreWriter:
         self._row_shard = row_inner * max(1, ROW_SHARD // row_inner)
         if resume_meta is None:
             self.group = zarr.open_group(zstore, mode="w", zarr_format=3)
-            kw = dict(shape=(0,), compressors=_compressors(), fill_value=0)
+            kw = dict(shape=(0,), compressors=_compressors(), fill_value=0, config=_ARRAY_CONFIG)
             self.group.create_array("indptr", dtype="int64", chunks=(row_inner,),
                                     shards=(self._row_shard,), **kw)
             self.group.create_array("indices", dtype=self.index_dtype, chunks=(INNER_ELEMS,),
@@ -146,7 +153,8 @@ class StoreWriter:
         else:
             self.group = zarr.open_group(zstore, mode="r+")
             self.st = dict(resume_meta["progress"])
-        a = {k: self.group[k] for k in ("indptr", "indices", "data", "y_raw")}
+        a = {k: self.group[k].with_config(_ARRAY_CONFIG)
+             for k in ("indptr", "indices", "data", "y_raw")}
         rows, nnz = self.st["rows_done"], self.st["nnz_done"]
         self._indptr = _Appender(a["indptr"], self._row_shard, rows + 1)
         self._indices = _Appender(a["indices"], SHARD_ELEMS, nnz)
@@ -232,7 +240,13 @@ class StoreWriter:
             attrs["progress"] = self.st
         if extra:
             attrs.update(extra)
-        self.group.attrs[ATTRS_KEY] = attrs
+        self.group.attrs[ATTRS_KEY] = seal(attrs) if complete else attrs
+
+    @staticmethod
+    def _array_meta_crcs(fs, path: str, binary_values: bool) -> dict:
+        """CRC-32C of each array's final ``zarr.json`` (checked by the reader)."""
+        names = ["indptr", "indices", "y"] + ([] if binary_values else ["data"])
+        return {name: crc32c(fs.cat_file(join_url(path, name, "zarr.json"))) for name in names}
 
     def finish(self, *, n_features: int | None = None, task: str = "auto", source_name="input",
                extra_source: dict | None = None):
@@ -271,6 +285,7 @@ class StoreWriter:
             "chunk_nnz": st["chunk_nnz"], "chunk_max_sq_norm": st["chunk_max_sq_norm"],
             "converter": {"version": _version(), "options": self.options},
         }
+        meta["array_meta_crc32c"] = self._array_meta_crcs(fs, path, binary_values)
         self.source = source
         self._write_attrs(complete=False, extra=meta)      # everything but the flag ...
         self._write_attrs(complete=True, extra=meta)       # ... then the flag, last
@@ -284,7 +299,8 @@ class StoreWriter:
             del self.group["y"]
         y = self.group.create_array("y", shape=(n_rows,), dtype=y_dtype,
                                     chunks=(self._row_inner,), shards=(self._row_shard,),
-                                    compressors=_compressors(), fill_value=0)
+                                    compressors=_compressors(), fill_value=0,
+                                    config=_ARRAY_CONFIG)
         step = self._row_shard
         for s in range(0, n_rows, step):
             y[s:s + step] = apply_label_plan(raw[s:s + step], task, classes)

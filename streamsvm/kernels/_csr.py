@@ -33,7 +33,7 @@ from numba import njit
 __all__ = [
     "row_dot", "row_axpy", "row_dot_multi", "row_axpy_multi", "row_sq_norms",
     "csr_matvec", "csr_matvec_subset", "csr_rmatvec_add", "csr_rmatvec_subset_add",
-    "csr_matmat", "csr_rmatmat_add", "csr_take_rows",
+    "csr_matmat", "csr_rmatmat_add", "csr_take_rows", "csr_check",
 ]
 
 
@@ -283,3 +283,47 @@ def csr_take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data
                 out_data[q] = data[p]
             q += 1
         out_indptr[k + 1] = q
+
+
+@njit(cache=True, nogil=True)
+def csr_check(indptr, indices, n_features, sorted_rows):
+    """Whether CSR arrays are safe to hand to a kernel (the store's read-time check).
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,)
+        Row pointer; must start at 0, never decrease and end at ``len(indices)``.
+    indices : ndarray of shape (nnz,)
+        Feature ids; must lie in ``[0, n_features)``.
+    n_features : int
+    sorted_rows : bool
+        Also require strictly increasing ids within each row (``streamsvm verify``).
+
+    Returns
+    -------
+    code : int
+        0 valid, 1 bad ``indptr``, 2 a feature id out of range, 3 ids not strictly
+        increasing within a row.
+    row : int
+        The first row at fault (-1 when valid; for code 1, ``n_rows`` when the last
+        pointer does not match ``len(indices)``).
+    """
+    n = indptr.shape[0] - 1
+    if n < 0 or indptr[0] != 0:
+        return 1, 0
+    for i in range(n):
+        p0 = indptr[i]
+        p1 = indptr[i + 1]
+        if p1 < p0 or p1 > indices.shape[0]:
+            return 1, i
+        prev = -1
+        for p in range(p0, p1):
+            j = indices[p]
+            if j < 0 or j >= n_features:
+                return 2, i
+            if sorted_rows and j <= prev:
+                return 3, i
+            prev = j
+    if indptr[n] != indices.shape[0]:
+        return 1, n
+    return 0, -1

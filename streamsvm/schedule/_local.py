@@ -124,6 +124,8 @@ class LocalBackend:
             if chunk.n_rows != stop - start or chunk.row_start != start:
                 raise StoreError(f"expected rows [{start}, {stop}), got {chunk.n_rows} rows "
                                  f"starting at {chunk.row_start}")
+        except StoreError:
+            raise                   # the store's message names the array, chunk and rows
         except Exception as exc:
             url = getattr(self.store, "url", type(self.store).__name__)
             raise StoreError(f"store {url!r}: cannot read block {b} (chunk {c}, rows "
@@ -145,6 +147,8 @@ class LocalBackend:
                               np.concatenate([p.y for p in parts]))
             if chunk.n_rows != n:
                 raise StoreError(f"expected {n} rows, got {chunk.n_rows}")
+        except StoreError:
+            raise
         except Exception as exc:
             url = getattr(self.store, "url", type(self.store).__name__)
             raise StoreError(f"store {url!r}: cannot read rows [0, {n}): "

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from streamsvm import open_store
-from streamsvm.exceptions import StoreError
+from streamsvm.exceptions import StoreCorruptError, StoreError
 from streamsvm.io import _writer
 from streamsvm.io._direct import DirectArray, _expected_layout
 from streamsvm.io._writer import write_store
@@ -58,8 +58,9 @@ def test_direct_reads_equal_zarr(small_shards, tmp_path):
         np.testing.assert_array_equal(part.y, y[a:b])
 
 
-def test_omitted_inner_chunks_read_as_fill(small_shards, tmp_path):
-    """zarr does not write an inner chunk equal to the fill value (here: 64 zero indices)."""
+def test_every_inner_chunk_is_written(small_shards, tmp_path):
+    """Chunks equal to the fill value (here: 64 zero indices) are written too, so a reader
+    can treat an absent chunk as damage."""
     rows = [[0]] * 200 + [[3, 7]] * 50          # 200 rows whose only feature is 0
     X = sp.lil_matrix((len(rows), 10))
     for i, r in enumerate(rows):
@@ -68,15 +69,34 @@ def test_omitted_inner_chunks_read_as_fill(small_shards, tmp_path):
     write_store(tmp_path / "z.zarr", X.tocsr(), y, chunk_rows=50, dtype="float64")
     fs = fsspec.filesystem("file")
     arr = DirectArray.open(fs, str(tmp_path / "z.zarr" / "indices"))
-    idx = arr._shard_index(0)
-    assert (idx[:, 0] == np.uint64(2**64 - 1)).any()       # some inner chunk was omitted
+    n_inner = -(-len(arr) // arr.inner_len)           # inner chunks within the extent
+    offsets = np.concatenate([arr._shard_index(s)[:, 0] for s in range(arr.n_shards)])
+    assert not (offsets[:n_inner] == np.uint64(2**64 - 1)).any()
+    assert all(arr.check_shard(s) == [] for s in range(arr.n_shards))
     np.testing.assert_array_equal(arr[:], store_arrays(tmp_path / "z.zarr")[0]["indices"])
 
 
-def test_other_layouts_fall_back_to_zarr(tmp_path):
+def test_an_inner_chunk_marked_absent_is_damage(small_shards, tmp_path):
+    """What zarr writes by default for an all-fill chunk (an index entry of 2**64 - 1 with
+    a valid index checksum) is an error naming the array, shard and inner chunk."""
+    from streamsvm.io._integrity import crc32c
+    _random_store(tmp_path / "s.zarr")
+    shard = tmp_path / "s.zarr" / "indices" / "c" / "0"
+    raw = bytearray(shard.read_bytes())
+    n_index = (256 // 64) * 16 + 4
+    index = np.frombuffer(bytes(raw[-n_index:-4]), "<u8").reshape(-1, 2).copy()
+    index[1] = 2**64 - 1
+    raw[-n_index:] = index.tobytes() + crc32c(index.tobytes()).to_bytes(4, "little")
+    shard.write_bytes(bytes(raw))
+    fresh = open_store(tmp_path / "s.zarr")
+    with pytest.raises(StoreCorruptError, match=r"'indices', shard indices/c/0, inner chunk 1"):
+        fresh.read_rows(0, fresh.n_rows)
+
+
+def test_other_layouts_are_refused(tmp_path):
     import zarr
-    store, X, y = _random_store(tmp_path / "s.zarr")
-    # rewrite the indices with another codec: the store stays valid zarr
+    _random_store(tmp_path / "s.zarr")
+    # rewrite the indices with another codec: valid zarr, but not what streamsvm writes
     g = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
     ind = g["indices"][:]
     del g["indices"]
@@ -84,10 +104,8 @@ def test_other_layouts_fall_back_to_zarr(tmp_path):
     meta = json.loads((tmp_path / "s.zarr" / "indices" / "zarr.json").read_text())
     assert _expected_layout(meta) is None
     store2 = open_store(tmp_path / "s.zarr")
-    assert not store2.range_reads
-    full = store2.read_rows(0, store2.n_rows)
-    np.testing.assert_array_equal(full.indices, ind)
-    np.testing.assert_array_equal(full.y, y)
+    with pytest.raises(StoreError, match="indices"):
+        store2.read_rows(0, store2.n_rows)
 
 
 @pytest.mark.parametrize("change", [
@@ -95,6 +113,7 @@ def test_other_layouts_fall_back_to_zarr(tmp_path):
     lambda m: m["codecs"][0]["configuration"].update(index_location="start"),
     lambda m: m["codecs"][0]["configuration"]["codecs"][1].update(name="zstd"),
     lambda m: m["codecs"][0]["configuration"]["index_codecs"].pop(),
+    lambda m: m["codecs"][0]["configuration"]["codecs"].pop(),       # no inner crc32c
     lambda m: m.update(shape=[10, 2]),
 ])
 def test_expected_layout_rejects(change, tmp_path):
