@@ -16,6 +16,7 @@ examples:
   streamsvm convert train.svm.bz2 train.zarr --chunk-rows 65536 --shuffle --seed 0
   streamsvm convert s3://bucket/part-*.svm.gz s3://bucket/train.zarr
   streamsvm info train.zarr --json
+  streamsvm verify train.zarr   # every checksum and invariant of the store
   streamsvm train train.zarr -o model.json -C 1 --loss hinge --memory 2GB --checkpoint ckpt/
   streamsvm evaluate model.json test.zarr --json
   streamsvm quickstart          # convert, train and evaluate on the bundled a9a sample
@@ -104,6 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("store", help="store path or URL")
     i.add_argument("--json", action="store_true", help="print one JSON object")
     _add_storage(i)
+
+    v = sub.add_parser("verify", help="check a store's checksums and structure",
+                       description="Read the whole store once and check every checksum (the "
+                                   "attributes, each array's metadata, every shard index and "
+                                   "inner chunk), that no chunk file is missing, and the CSR "
+                                   "structure, values, labels and recorded statistics. Prints "
+                                   "every problem found (exit 2) or that the store is sound "
+                                   "(exit 0). Training checks the chunks it reads as well, and "
+                                   "stops at the first damaged one.")
+    v.add_argument("store", help="store path or URL")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+    v.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_storage(v)
 
     t = sub.add_parser("train", help="train a linear SVM on a store",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -226,6 +240,27 @@ def _cmd_info(args) -> int:
           f"(compression ratio {ratio:.2f})\n"
           f"source       " + ", ".join(f["url"] for f in info["source"]["files"]))
     return 0
+
+
+def _cmd_verify(args) -> int:
+    from .io._verify import verify_store
+    rep = verify_store(args.store, storage_options=_storage_options(args.storage_option),
+                       progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(rep))
+    elif rep["ok"]:
+        print(f"store {rep['url']}: sound ({rep['n_rows']:,} rows, {rep['nnz']:,} non-zeros, "
+              f"{rep['n_chunks']} chunks, {rep['bytes_checked'] / 1e6:,.1f} MB decoded and "
+              f"checked)")
+    else:
+        more = rep["n_problems"] - len(rep["problems"])
+        print(f"streamsvm verify: store {rep['url']}: {rep['n_problems']} problem(s) found",
+              file=sys.stderr)
+        for p in rep["problems"]:
+            print(f"  - {p}", file=sys.stderr)
+        if more:
+            print(f"  ... and {more} more", file=sys.stderr)
+    return 0 if rep["ok"] else 2
 
 
 def _cmd_quickstart(args) -> int:
@@ -387,7 +422,8 @@ def _cmd_evaluate(args) -> int:
     return 0
 
 
-COMMANDS = {"convert": _cmd_convert, "info": _cmd_info, "train": _cmd_train,
+COMMANDS = {"convert": _cmd_convert, "info": _cmd_info, "verify": _cmd_verify,
+            "train": _cmd_train,
             "predict": _cmd_predict, "evaluate": _cmd_evaluate, "quickstart": _cmd_quickstart}
 
 

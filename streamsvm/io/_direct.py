@@ -167,11 +167,19 @@ class DirectArray:
         return -(-self.shape[0] // self.shard_len)
 
     def _damaged(self, s: int, what: str, j: int | None = None) -> StoreCorruptError:
-        part = f"{self.name}/c/{s}" + ("" if j is None else f", inner chunk {j} (entries "
-                                       f"[{(s * self.per_shard + j) * self.inner_len}, "
-                                       f"{min(len(self), (s * self.per_shard + j + 1) * self.inner_len)}))")
-        return StoreCorruptError(f"store {self.where!r} is damaged: array {self.name!r}, "
-                                 f"shard {part}: {what}")
+        """The error for damage in shard ``s`` (inner chunk ``j``, or the whole shard);
+        its ``array`` and ``entries`` attributes say which entries cannot be read."""
+        if j is None:
+            e0, e1 = s * self.shard_len, min(len(self), (s + 1) * self.shard_len)
+            part = f"{self.name}/c/{s}"
+        else:
+            g = s * self.per_shard + j
+            e0, e1 = g * self.inner_len, min(len(self), (g + 1) * self.inner_len)
+            part = f"{self.name}/c/{s}, inner chunk {j} (entries [{e0}, {e1}))"
+        exc = StoreCorruptError(f"store {self.where!r} is damaged: array {self.name!r}, "
+                                f"shard {part}: {what}")
+        exc.array, exc.entries = self.name, (e0, e1)
+        return exc
 
     # -- bytes ---------------------------------------------------------------------
     def _shard_path(self, s: int) -> str:

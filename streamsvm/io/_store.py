@@ -206,6 +206,7 @@ class Store(StoreMeta):
         """Read global rows ``[start, stop)`` as a :class:`Chunk`, checked (module doc)."""
         arrays = self._open_arrays()
         where = f"rows [{start}, {stop})" + (f" of chunk {chunk_id}" if chunk_id >= 0 else "")
+        indptr = None
         try:
             indptr = np.asarray(arrays["indptr"][start:stop + 1], dtype=np.int64)
             p0, p1 = int(indptr[0]), int(indptr[-1])
@@ -218,7 +219,8 @@ class Store(StoreMeta):
             data = np.ones(p1 - p0, dtype=self.dtype) if self.binary_values else \
                 arrays["data"][p0:p1]
         except StoreCorruptError as exc:
-            raise StoreCorruptError(f"{exc} (reading {where})") from None
+            raise StoreCorruptError(f"{exc}; {self._affected(exc, start, stop, indptr)}") \
+                from None
         except (OSError, ValueError, RuntimeError) as exc:     # fsspec/network failures
             raise StoreError(f"store {self.url!r}: cannot read {where}: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -244,6 +246,25 @@ class Store(StoreMeta):
             problem = "array 'y' holds a value that is no label of this store"
         if problem is not None:
             raise StoreCorruptError(f"store {self.url!r} is damaged: {problem} ({where})")
+
+    def _affected(self, exc, start: int, stop: int, indptr) -> str:
+        """"rows [a, b) of chunk(s) ..." that a damaged entry range of ``exc`` (from
+        :class:`DirectArray`) spoils, within the rows ``[start, stop)`` being read."""
+        entries = getattr(exc, "entries", None)
+        if entries is None:
+            r0, r1 = start, stop
+        elif exc.array in ("indptr", "y"):
+            r0 = max(start, entries[0] - (exc.array == "indptr"))
+            r1 = min(stop, entries[1])
+        elif indptr is not None:            # indices/data: the rows holding those entries
+            r0 = start + max(0, int(np.searchsorted(indptr, entries[0], "right")) - 1)
+            r1 = start + min(stop - start, int(np.searchsorted(indptr, entries[1], "left")))
+        else:
+            r0, r1 = start, stop
+        r1 = max(r1, r0 + 1)
+        c0, c1 = r0 // self.chunk_rows, (r1 - 1) // self.chunk_rows
+        chunks = f"chunk {c0}" if c0 == c1 else f"chunks {c0}-{c1}"
+        return f"rows [{r0}, {r1}) ({chunks}) cannot be read"
 
     def chunk_rows_of(self, i: int) -> int:
         """Rows of chunk ``i``."""

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 INNER_ELEMS = 1 << 18        # entries per inner chunk of indices/data (1 MB of int32)
 SHARD_ELEMS = 1 << 20        # entries per shard (4 MB of int32): bounds the write buffer
 ROW_SHARD = 1 << 20          # rows per shard of indptr / y
+ROW_INNER_MIN = 4096         # fewest rows per inner chunk of indptr / y
 MAX_CLASSES = 100_000
 
 
@@ -134,7 +135,7 @@ class StoreWriter:
         self.dtype, self.index_dtype = np.dtype(dtype), np.dtype(index_dtype)
         self.options, self.source = dict(options or {}), dict(source or {})
         zstore = _zarr_store(url, storage_options, "w")
-        row_inner = self._row_inner = min(max(self.chunk_rows, 4096), 1 << 18)
+        row_inner = self._row_inner = min(max(self.chunk_rows, ROW_INNER_MIN), 1 << 18)
         self._row_shard = row_inner * max(1, ROW_SHARD // row_inner)
         if resume_meta is None:
             self.group = zarr.open_group(zstore, mode="w", zarr_format=3)
