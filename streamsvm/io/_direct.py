@@ -107,14 +107,20 @@ class DirectArray:
         # cut from one store chunk) share their boundary inner chunks
         self._partial: collections.OrderedDict = collections.OrderedDict()
 
-    KEEP_PARTIAL = 4
-    """Inner chunks kept decoded for partial reads (see :attr:`held_bytes`): the two
-    boundary inner chunks of each of two chunks read in alternation (dcd's chunk pairs)."""
+    keep_partial = 4
+    """Inner chunks kept decoded for partial reads (see :attr:`held_bytes`): by default the
+    two boundary inner chunks of each of two chunks read in alternation (dcd's chunk
+    pairs); the scheduler lowers it for small memory budgets."""
 
     @property
     def held_bytes(self) -> int:
-        """Most bytes this array keeps decoded between reads."""
-        return self.KEEP_PARTIAL * self.inner_len * self.dtype.itemsize
+        """Most bytes this array keeps decoded between reads, or decodes at once."""
+        return self.held_bytes_for(self.keep_partial)
+
+    def held_bytes_for(self, keep: int) -> int:
+        """:attr:`held_bytes` with ``keep`` inner chunks kept (one is decoded at a time)."""
+        n_inner = -(-len(self) // self.inner_len)
+        return min(max(1, keep), n_inner) * self.inner_len * self.dtype.itemsize
 
     @classmethod
     def open(cls, fs, path: str, *, where: str | None = None, meta_crc: int | None = None):
@@ -280,7 +286,7 @@ class DirectArray:
                 full = self._decode(g, self._inner_bytes(g))
                 with self._lock:
                     self._partial[g] = full
-                    while len(self._partial) > self.KEEP_PARTIAL:
+                    while len(self._partial) > self.keep_partial:
                         self._partial.popitem(last=False)
             dst[...] = full[a - g * L:b - g * L]
         return out

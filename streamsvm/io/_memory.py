@@ -66,6 +66,9 @@ class InMemoryStore(StoreMeta):
             "complete": True,
         }
 
+    zero_copy = True
+    """Blocks are views of the caller's matrix: reading costs no memory."""
+
     def __repr__(self) -> str:
         return (f"InMemoryStore(n_rows={self.n_rows}, n_features={self.n_features}, "
                 f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")

@@ -184,6 +184,22 @@ class Store(StoreMeta):
         """Bytes the direct reader keeps decoded between reads."""
         return sum(a.held_bytes for a in self._open_arrays().values())
 
+    def held_bytes_for(self, keep: int) -> int:
+        """:attr:`held_bytes` when ``keep`` inner chunks are kept per array (at least one
+        is decoded at a time)."""
+        return sum(a.held_bytes_for(keep) for a in self._open_arrays().values())
+
+    def largest_inner_bytes(self) -> int:
+        """Decoded bytes of the largest inner chunk of any array (what one read decodes at
+        once)."""
+        return max(a.inner_len * a.dtype.itemsize for a in self._open_arrays().values())
+
+    def keep_partial(self, keep: int) -> None:
+        """Keep up to ``keep`` decoded inner chunks per array between reads (memory for
+        fewer decompressions of chunks shared by consecutive row ranges)."""
+        for a in self._open_arrays().values():
+            a.keep_partial = int(keep)
+
     def _open_arrays(self) -> dict[str, Any]:
         with self._lock:
             if self._arrays is None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..exceptions import CheckpointError, InvalidParameterError
 from ._blocks import Block, BlockLayout
-from ._local import LocalBackend, default_readers
+from ._local import LocalBackend, default_readers, reader_bytes
 from ._memory import parse_memory
 from ._orders import ROW_STREAM, USER_STREAM, mix64, sweep_order, visit_ranks
 from ._reduce import OrderedReducer
@@ -44,6 +44,11 @@ logger = logging.getLogger(__name__)
 
 _STATE_DICT_VERSION = 1
 _STORE_ATTRS = ("n_rows", "n_features", "n_chunks", "chunk_sizes", "read_chunk")
+
+
+def _mb(nbytes: int) -> str:
+    """``nbytes`` for messages: "1.5 MB", "12 kB"."""
+    return f"{nbytes / 1e6:.3g} MB" if nbytes >= 1e5 else f"{nbytes / 1e3:.3g} kB"
 
 
 def _check_int(name: str, value, low: int) -> int:
@@ -141,6 +146,7 @@ class PassScheduler:
         self._layout = BlockLayout.from_store(store, block_rows)
         self._backend = LocalBackend(store, self._layout, prefetch=prefetch,
                                      readers=readers, cache_bytes=0)
+        self._keep_partial = self.KEEP_PARTIAL
         self._states: dict[str, RowState] = {}
         self._scratch = ScratchDir(scratch_dir)
         self.sweep = 0
@@ -206,22 +212,38 @@ class PassScheduler:
         """Decoded bytes held outside the cache while a sweep runs: the blocks being read
         ahead, the current one and the one before it (a solver may keep it, as dcd's
         shuffle buffer does), and what the reader keeps decoded (the inner chunks shared
-        by consecutive blocks, or, for a store read through zarr with chunks split into
-        blocks, the last few decoded chunks). Charged to the memory budget."""
+        by consecutive blocks). Charged to the memory budget."""
+        return self._inflight(self.prefetch, self._keep_partial, self._backend.threads)
+
+    def _block_bytes(self) -> int:
+        """Most decoded bytes of one block (a store's blocks own their arrays; an in-memory
+        store's are views of the caller's matrix and cost nothing)."""
         meta = getattr(self.store, "meta", None)
-        if meta is None or not hasattr(self.store, "chunk_nnz"):
-            return 0                      # a store without metadata: nothing to estimate
+        if meta is None or not hasattr(self.store, "chunk_nnz") or \
+                getattr(self.store, "zero_copy", False):
+            return 0
+        # a store that omits ``data`` (all ones) still hands out blocks with their values
         per_entry = np.dtype(meta.get("index_dtype", "int32")).itemsize + \
-            (0 if meta.get("binary_values") else np.dtype(meta.get("dtype", "float32")).itemsize)
+            np.dtype(meta.get("dtype", "float32")).itemsize
         nnz = int(np.max(self.store.chunk_nnz)) if self.store.n_chunks else 0
-        chunk = nnz * max(per_entry, 4) + int(self.store.chunk_rows) * 12
+        chunk = nnz * per_entry + int(self.store.chunk_rows) * 12
+        if bool(np.all(self._layout.whole)):
+            return chunk
+        rows = int(self._layout.block_rows)
+        return -(-chunk * rows // max(1, int(self.store.chunk_rows)))
+
+    def _inflight(self, depth: int, keep: int, readers: int) -> int:
+        held = getattr(self.store, "held_bytes_for", None)
+        held = int(held(keep)) if held is not None else 0
+        if depth > 0:               # reads in reader threads (else in the consumer's)
+            held += (max(1, min(readers, depth)) - 1) * reader_bytes(self.store)
         split = not bool(np.all(self._layout.whole))
-        if split and getattr(self.store, "range_reads", False):
-            # blocks read alone, plus the inner chunks the reader keeps decoded
-            rows = int(self._layout.block_rows)
-            block = -(-chunk * rows // max(1, int(self.store.chunk_rows)))
-            return (self.prefetch + 2) * block + int(getattr(self.store, "held_bytes", 0))
-        return (self.prefetch + 2 + (self._backend.keep_chunks if split else 0)) * chunk
+        if split and not getattr(self.store, "range_reads", False):
+            # split blocks are cut from decoded chunks, the last few of which are kept
+            chunks = self._backend.keep_chunks * self._block_bytes() * \
+                max(1, int(self.store.chunk_rows)) // max(1, int(self._layout.block_rows))
+            return (depth + 2) * self._block_bytes() + chunks
+        return (depth + 2) * self._block_bytes() + held
 
     def _cache_capacity(self) -> int:
         return self.data_budget - self.state_bytes - self.reserved - self.inflight_bytes
@@ -240,6 +262,61 @@ class PassScheduler:
     def data_budget(self) -> int:
         """The bytes states, cached blocks, blocks in flight and reservations may use."""
         return int(self.memory * (1.0 - self.ALLOCATOR_HEADROOM))
+
+    def check_budget(self, owner: str, needs: dict) -> None:
+        """Refuse, before the first pass, a budget too small for what must stay in memory.
+
+        Parameters
+        ----------
+        owner : str
+            Who needs it (a solver's name), for the message.
+        needs : dict of str to int
+            Bytes a solver must hold whatever the budget (its model, its running sums),
+            by what they are. The blocks in flight are added here: when the budget cannot
+            hold ``prefetch`` blocks read ahead, fewer are (down to none), and the reader
+            keeps fewer decoded inner chunks.
+
+        Raises
+        ------
+        InvalidParameterError
+            Naming the smallest ``memory`` that holds them all.
+        """
+        fixed = sum(int(v) for v in needs.values())
+        depth0, readers0 = self._backend.prefetch_asked, self._backend.readers_asked
+        # the most decoded inner chunks kept, then the most blocks read ahead, then the most
+        # reader threads that fit
+        for keep in (self.KEEP_PARTIAL, 2, 1):
+            for depth in range(depth0, -1, -1):
+                for readers in range(readers0, 0, -1):
+                    if fixed + self._inflight(depth, keep, readers) > self.data_budget:
+                        continue
+                    if (depth, keep, readers) != (depth0, self.KEEP_PARTIAL, readers0):
+                        logger.info("memory budget %s: reading %d blocks ahead with %d threads "
+                                    "(%d and %d asked), keeping %d decoded inner chunks per "
+                                    "array", _mb(self.memory), depth, readers, depth0, readers0,
+                                    keep)
+                    self._set_read_ahead(depth, keep, readers)
+                    return
+        needs = dict(needs)
+        needs["2 blocks in flight and the inner chunks being decoded"] = self._inflight(0, 1, 1)
+        least = int(-(-(fixed + self._inflight(0, 1, 1)) // (1.0 - self.ALLOCATOR_HEADROOM)))
+        parts = ", ".join(f"{what} {_mb(v)}" for what, v in needs.items())
+        url = getattr(self.store, "url", "the store")
+        raise InvalidParameterError(
+            f"The 'memory' budget ({_mb(self.memory)}) is too small for {owner} on {url!r}: "
+            f"it must hold {parts}, and a quarter of the budget stays with the allocator; "
+            f"give at least {_mb(least)} (memory={least}).")
+
+    KEEP_PARTIAL = 4
+    """Decoded inner chunks the direct reader keeps per array (see ``io._direct``)."""
+
+    def _set_read_ahead(self, depth: int, keep: int, readers: int) -> None:
+        self._backend.prefetch = depth
+        self._backend.readers = readers
+        self._keep_partial = keep
+        if hasattr(self.store, "keep_partial"):
+            self.store.keep_partial(keep)
+        self._backend.cache.resize(self._cache_capacity())
 
     def reserve(self, nbytes: int) -> None:
         """Reserve ``nbytes`` of the budget for data a solver holds itself (e.g. dcd's RAM

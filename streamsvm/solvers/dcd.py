@@ -211,6 +211,8 @@ class DCDSolver:
             Polled after every sweep; when it returns True the solver saves a checkpoint
             and raises KeyboardInterrupt.
         """
+        d, k = sched.n_features, 1 if sched.store.task == "binary" else len(sched.store.classes)
+        sched.check_budget("dcd", {"the model and its shrinking sums": 2 * 8 * k * d})
         run = _Run(self, sched)
         if state is not None:
             run.restore(*state)
@@ -359,6 +361,8 @@ class _Run:
         elif self.mode in ("stream", "disk"):
             self._plan_compaction()
         if not self.done and sched.passes >= self.s.max_passes:
+            if not entry["exact"]:      # what is reported is an exact certificate, never
+                entry = self._exact_check(entry)    # an estimate from stale margins
             self.done = True
         entry["sweep_seconds"] = time.perf_counter() - t0
         entry["kernel_seconds"] = self._kernel_s

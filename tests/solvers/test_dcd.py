@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -90,11 +91,13 @@ def test_chunk_size_invariance(a9a_slice, chunk_rows, tmp_path):
     assert res.converged and ours <= ref * (1 + 1e-4)
 
 
-@pytest.mark.parametrize("memory,slab", [("1GB", True), ("400KB", True), ("150KB", True),
-                                         ("150KB", False)])
-def test_memory_budget_invariance(a9a_slice, memory, slab, tmp_path):
+@pytest.mark.parametrize("memory,slab", [("1GB", True), ("400KB", True), ("250KB", True),
+                                         ("250KB", False)])
+def test_memory_budget_invariance(a9a_slice, memory, slab, tmp_path, monkeypatch):
     """Everything cached; partly cached; about one chunk of cache; pure streaming."""
     X, y = a9a_slice
+    from streamsvm.io import _writer          # inner chunks to scale with this small store
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 4096)
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=250, dtype="float64")
     model, res = _fit(X, y, store=store, memory=memory, slab=slab)
     ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
@@ -172,9 +175,42 @@ def test_max_passes_warns_and_reports_not_converged(a9a_slice):
     with pytest.warns(ConvergenceWarning, match="max_passes") as caught:
         model, res = _fit(X, y, max_passes=2, tol=1e-8)
     assert not res.converged and res.passes >= 2
-    # the warning gives the gap reached (the estimate when no exact check ran), not inf
+    # the warning gives the gap reached, not inf
     msg = str(caught[0].message)
     assert "gap inf" not in msg and f"gap {res.stop_value:.3g}" in msg
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+@pytest.mark.parametrize("memory", ["1GB", "6MB"])
+def test_certificate_at_max_passes_is_exact(a9a, loss, memory, tmp_path):
+    """Stopped before converging, in RAM or streaming from a small budget, the reported
+    primal is the exact objective of the model returned and the gap is a valid bound —
+    never an estimate from margins recorded before w moved (which gave negative gaps)."""
+    X, y, _, _ = a9a
+    store = convert(str(shared_dataset("a9a/a9a")), str(tmp_path / "a9a.zarr"),
+                    chunk_rows=4096, shuffle=True, seed=0)
+    with pytest.warns(ConvergenceWarning):
+        model, res = train(store, loss=loss, memory=memory, max_passes=7, tol=1e-8)
+    assert res.history[-1]["exact"] and not res.converged
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, loss)
+    assert res.primal == pytest.approx(ours, rel=1e-9)
+    assert res.dual <= res.primal and res.stop_value == pytest.approx(
+        (res.primal - res.dual) / res.primal, rel=1e-9)
+    ref, _, _ = liblinear_objective(X, y, 1.0, loss)
+    assert res.dual <= ref * (1 + 1e-9) <= res.primal * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("memory", ["1KB", "1MB"])
+def test_budget_too_small_is_refused_with_the_minimum(a9a_slice, memory, tmp_path):
+    X, y = a9a_slice
+    store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=1000, dtype="float64")
+    with pytest.raises(InvalidParameterError, match=r"'memory' budget .* give at least "
+                                                    r"[0-9.]+ [kM]B \(memory=(\d+)\)") as info:
+        train(store, memory=memory)
+    least = int(re.search(r"memory=(\d+)", str(info.value)).group(1))
+    with pytest.warns(ConvergenceWarning):
+        model, res = train(store, memory=least, max_passes=3)  # the minimum named is enough
+    assert res.passes > 0
 
 
 @pytest.mark.parametrize("kw,match", [({"C": 0}, "'C'"), ({"C": -1.0}, "'C'"),

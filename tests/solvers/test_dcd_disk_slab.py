@@ -27,7 +27,7 @@ def a9a_part():
     return sp.csr_matrix(X[:6000]), y[:6000]
 
 
-def _solve(X, y, memory="400KB", state=None, snapshots=None, **kw):
+def _solve(X, y, memory="100KB", state=None, snapshots=None, **kw):
     sched = PassScheduler(InMemoryStore(X, y, chunk_rows=1000), memory=memory, block_rows=250)
     kw.setdefault("loss", "hinge")
     kw.setdefault("tol", 1e-4)

@@ -24,12 +24,13 @@ def test_summarize_takes_the_first_sweep_apart():
                                     "wait_s": 0.2}
 
 
-def test_main_runs_every_setting_in_turn(tmp_path, capsys):
-    from streamsvm.io import write_store
+def test_main_runs_every_setting_in_turn(tmp_path, capsys, monkeypatch):
+    from streamsvm.io import _writer, write_store
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 4096)   # inner chunks to scale with the store
     X = sp.random(3000, 40, density=0.2, format="csr", random_state=0)
     y = np.where(np.arange(3000) % 3, 1.0, -1.0)
     write_store(tmp_path / "s.zarr", X, y, chunk_rows=500)
-    assert br.main([str(tmp_path / "s.zarr"), "--memory", "100000", "--passes", "3",
+    assert br.main([str(tmp_path / "s.zarr"), "--memory", "200000", "--passes", "3",
                     "--repeat", "1", "--settings", "2:2,4:1"]) == 0
     out = capsys.readouterr().out
     assert "| 2 | 2 | 1 |" in out and "| 4 | 1 | 1 |" in out

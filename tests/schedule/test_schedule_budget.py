@@ -1,0 +1,66 @@
+"""The scheduler fits its read-ahead to the memory budget, or refuses the budget up front."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from streamsvm.exceptions import InvalidParameterError
+from streamsvm.io import _writer, write_store
+from streamsvm.schedule import PassScheduler
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 4096)
+    X = sp.random(4000, 60, density=0.2, format="csr", random_state=0)
+    y = np.where(np.arange(4000) % 3, 1.0, -1.0)
+    return write_store(tmp_path / "s.zarr", X, y, chunk_rows=500)
+
+
+def test_ample_budget_keeps_the_read_ahead_asked(store):
+    sched = PassScheduler(store, memory="1GB", prefetch=8, readers=3, block_rows=100)
+    sched.check_budget("test", {"model": 1000})
+    assert (sched.prefetch, sched._backend.threads) == (8, 3)
+
+
+def test_small_budget_reads_fewer_blocks_ahead_with_fewer_threads(store):
+    ample = PassScheduler(store, memory="1GB", prefetch=8, readers=3, block_rows=100)
+    need = ample.inflight_bytes
+    sched = PassScheduler(store, memory=int(need * 0.7 / 0.75), prefetch=8, readers=3,
+                          block_rows=100)
+    sched.check_budget("test", {"model": 1000})
+    assert sched.prefetch < 8 or sched._backend.threads < 3
+    assert sched.inflight_bytes + 1000 <= sched.data_budget
+    # the results do not depend on it
+    a = ample.map_reduce(lambda b: float(b.data.sum()))
+    b = sched.map_reduce(lambda b: float(b.data.sum()))
+    assert a == b
+
+
+def test_budget_below_the_minimum_is_refused_naming_it(store):
+    sched = PassScheduler(store, memory="10KB", block_rows=100)
+    with pytest.raises(InvalidParameterError, match=r"too small for test .* give at least"):
+        sched.check_budget("test", {"the model": 1000})
+    least = PassScheduler(store, memory="10KB", block_rows=100)
+    least_bytes = int(np.ceil((1000 + least._inflight(0, 1, 1)) / 0.75))
+    fits = PassScheduler(store, memory=least_bytes, block_rows=100)
+    fits.check_budget("test", {"the model": 1000})          # the minimum named is enough
+    assert fits.prefetch == 0
+
+
+def test_remote_reader_threads_are_charged_and_fitted(moto_server, s3, monkeypatch):
+    """Each reader thread of a remote store costs ~10 MB (measured, _local.py): a small
+    budget gets fewer threads instead of twice its memory."""
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 4096)
+    url, opts = s3
+    X = sp.random(2000, 30, density=0.2, format="csr", random_state=1)
+    store = write_store(url + "/s.zarr", X, np.where(np.arange(2000) % 2, 1.0, -1.0),
+                        chunk_rows=500, storage_options=opts)
+    big = PassScheduler(store, memory="1GB", block_rows=100)
+    assert big._backend.threads == 8                      # one per block in flight
+    sched = PassScheduler(store, memory="40MB", block_rows=100)
+    sched.check_budget("test", {})
+    assert 1 <= sched._backend.threads < 8
+    assert sched.inflight_bytes <= sched.data_budget
