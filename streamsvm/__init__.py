@@ -1,5 +1,6 @@
 """streamsvm: exact linear SVMs on libsvm files far larger than memory."""
 
+from . import _numba_cache  # noqa: F401  (first: numba's cache directory, before any kernel)
 from .exceptions import (CheckpointError, ConvergenceWarning, FormatError, IncompleteStoreError,
                          InvalidParameterError, StoreError, StoreExistsError, StoreNotFoundError,
                          StreamSVMError)

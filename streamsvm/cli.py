@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import select
 import sys
 
 from .exceptions import StreamSVMError
@@ -47,14 +49,25 @@ def _add_storage(p):
                         "(e.g. client_kwargs.endpoint_url=http://127.0.0.1:9000, anon=false)")
 
 
+def _add_global_options(p, dest: str):
+    """Add the options accepted both before and after the subcommand to ``p``.
+
+    ``streamsvm -v convert -v ...``: a subcommand parses into a fresh namespace whose
+    values replace those given before it, so each position counts into its own ``dest``
+    (``verbose`` before, ``verbose_after`` after) and :func:`main` adds them up.
+    """
+    p.add_argument("-v", "--verbose", action="count", default=0, dest=dest,
+                   help="more logging (-v: one line per step, -vv: debug)")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamsvm", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Exact linear SVMs on libsvm/svmlight files far larger than memory: "
                     "convert once into a chunked Zarr v3 CSR store, then train by streaming.",
         epilog=EPILOG)
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more logging (-v: one line per step, -vv: debug)")
+    _add_global_options(parser, "verbose")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -192,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "evaluate it on the test split.")
     q.add_argument("--workdir", default="streamsvm-quickstart",
                    help="directory for the stores (default ./streamsvm-quickstart)")
+    for p in sub.choices.values():
+        _add_global_options(p, "verbose_after")
     return parser
 
 
@@ -430,16 +445,47 @@ COMMANDS = {"convert": _cmd_convert, "info": _cmd_info, "verify": _cmd_verify,
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    verbose = args.verbose + getattr(args, "verbose_after", 0)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from tqdm.auto import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
     try:
-        return COMMANDS[args.command](args)
+        # log lines through tqdm.write: on their own lines above a progress bar, not glued to it
+        with logging_redirect_tqdm(tqdm_class=tqdm):
+            rc = COMMANDS[args.command](args)
+        sys.stdout.flush()      # a closed pipe shows here, not in the interpreter's last flush
+        return rc
     except StreamSVMError as exc:
         print(f"streamsvm {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"streamsvm {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise
+        # as the Python docs recommend: stdout to devnull, so the final flush is quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13         # like a process killed by SIGPIPE (streamsvm info s | head)
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has gone.
+
+    Tells ``streamsvm info s | head -3`` apart from a broken connection elsewhere (which
+    must not pass silently). Without ``select.poll`` (Windows) any broken pipe counts.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):     # replaced stdout (tests, embedding): not a pipe
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
 
 
 if __name__ == "__main__":

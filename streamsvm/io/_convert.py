@@ -165,7 +165,8 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         log.info("resuming %s at %s line %d (%d rows already written)", output,
                  files[inp["file"]].url, inp["line"], writer.st["rows_done"])
     total = sum(f.size for f in files) if all(f.compression is None for f in files) else None
-    bar = _progress_bar(progress, total, start[1] if start[0] == 0 else None)
+    bar = _Progress(_progress_bar(progress, total, start[1] if start[0] == 0 else None),
+                    rows=writer.st["rows_done"])
     t0 = time.perf_counter()
     sink = _WriterThread(writer)
     try:
@@ -180,7 +181,7 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
             for blk, parsed, pos in blocks:
                 sink.put(("rows", parsed, blk.url))
                 done += len(blk.data)
-                _advance(bar, len(blk.data), writer)
+                bar.advance(len(blk.data), len(parsed[0]))
                 if done >= next_save:
                     next_save += progress_bytes
                     sink.put(("progress", pos, None))
@@ -191,8 +192,7 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         sink.abort()
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     secs = time.perf_counter() - t0
     log.info("converted %d rows, %d features, %d non-zeros into %s in %.1fs", store.n_rows,
              store.n_features, store.nnz, output, secs)
@@ -229,11 +229,11 @@ def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scr
                   scratch_dir=scratch_dir) as sh:
         for blk, parsed, _ in blocks:
             sh.scatter(blk.index, *parsed)
-            _advance(bar, len(blk.data), writer, rows=len(parsed[0]))
-        if bar is not None:
-            bar.set_description("shuffle: writing buckets")
+            bar.advance(len(blk.data), len(parsed[0]))
+        bar.start_gather()
         for part in sh.gather():
             sink.put(("rows", part, "shuffle bucket"))
+            bar.gathered(len(part[0]))
         sink.close()
 
 
@@ -245,14 +245,50 @@ def _progress_bar(enabled, total, initial):
                 desc="convert", dynamic_ncols=True, smoothing=0.1)
 
 
-def _advance(bar, nbytes, writer, rows=None):
-    if bar is None:
-        return
-    bar.update(nbytes)
-    elapsed = max(time.perf_counter() - bar.start_t, 1e-9)
-    done = writer.st["rows_done"] if rows is None else None
-    if done is not None:
-        bar.set_postfix_str(f"{done:,} rows, {done / elapsed:,.0f} rows/s", refresh=False)
+class _Progress:
+    """The convert bar's rows: counted as the calling thread parses them (the writer thread
+    lags behind) and timed by one clock, ``clock`` (``time.perf_counter``).
+
+    With ``--shuffle``, :meth:`advance` counts rows scattered to the buckets, then, after
+    :meth:`start_gather`, :meth:`gathered` counts rows handed to the writer from them.
+    ``bar`` may be None (no progress shown).
+    """
+
+    def __init__(self, bar, rows: int = 0, clock=time.perf_counter):
+        self.bar, self.clock = bar, clock
+        self.rows = rows                  # shown: includes rows written before a resume
+        self.total = 0                    # for the gather phase
+        self._new, self._t0 = 0, clock()  # rows of this phase and its start, for the rate
+
+    def _show(self, text: str, refresh: bool) -> None:
+        rate = self._new / max(self.clock() - self._t0, 1e-9)
+        self.bar.set_postfix_str(f"{text}, {rate:,.0f} rows/s", refresh=refresh)
+
+    def advance(self, nbytes: int, rows: int) -> None:
+        """Count ``nbytes`` of text read and the ``rows`` parsed from them."""
+        self.rows += rows
+        self._new += rows
+        if self.bar is not None:
+            self.bar.update(nbytes)
+            self._show(f"{self.rows:,} rows", refresh=False)
+
+    def start_gather(self) -> None:
+        """Shuffle: all rows are in the buckets; count them again as they are written."""
+        self.total, self.rows, self._new, self._t0 = self.rows, 0, 0, self.clock()
+        if self.bar is not None:
+            self.bar.set_description("shuffle: writing buckets")
+            self._show(f"0/{self.total:,} rows", refresh=True)
+
+    def gathered(self, rows: int) -> None:
+        """Shuffle: ``rows`` more rows handed to the writer."""
+        self.rows += rows
+        self._new += rows
+        if self.bar is not None:
+            self._show(f"{self.rows:,}/{self.total:,} rows", refresh=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 class _WriterThread:

@@ -3,6 +3,8 @@ line-aligned byte blocks with line numbers, in a background thread.
 
 Compression is inferred from the extension (``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``).
 A truncated or corrupt compressed stream is a :class:`FormatError` naming the file.
+A UTF-8 byte order mark opening a file's (decompressed) text is skipped; its three bytes
+still count in the blocks' offsets and CRC-32, so ``--resume`` positions stay byte offsets.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ._urls import url_to_fs
 __all__ = ["TextBlock", "InputFile", "describe_inputs", "iter_blocks", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 4 << 20
+BOM = b"\xef\xbb\xbf"   # UTF-8 byte order mark, as some Windows editors write it
 _COMPRESSION = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".lzma": "xz", ".zst": "zstd",
                 ".zstd": "zstd"}
 
@@ -141,6 +144,7 @@ def _read_file(inp: InputFile, file_index: int, storage_options, start_offset: i
                                   file=inp.url)
             skip -= len(got)
         offset = start_offset
+        at_start = start_offset == 0
         while True:
             try:
                 raw = f.read(block_bytes)
@@ -157,6 +161,13 @@ def _read_file(inp: InputFile, file_index: int, storage_options, start_offset: i
                     yield _block(file_index, inp.url, carry, line, offset, crc, counter)
                 return
             buf = carry + raw
+            if at_start:                  # a BOM opening the file is not text: skip it
+                if len(buf) < len(BOM) and BOM.startswith(buf):
+                    carry = buf           # a short read: decide with more bytes
+                    continue
+                at_start = False
+                if buf.startswith(BOM):
+                    buf, offset, crc = buf[len(BOM):], offset + len(BOM), zlib.crc32(BOM, crc)
             cut = buf.rfind(b"\n") + 1
             if cut == 0:
                 carry = buf

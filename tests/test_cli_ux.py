@@ -1,0 +1,87 @@
+"""The command line's manners: a closed stdout pipe, log lines beside a progress bar, -v."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import streamsvm as ss
+from streamsvm import cli
+
+ROOT = pathlib.Path(ss.__file__).resolve().parents[1]
+
+
+def _cli(*args, **kwargs) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]]
+                                                       if "PYTHONPATH" in env else []))
+    return subprocess.Popen([sys.executable, "-m", "streamsvm.cli", *args], env=env,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _text(tmp_path, n=200) -> pathlib.Path:
+    src = tmp_path / "t.svm"
+    src.write_text("".join(f"{1 if i % 3 else -1} {1 + i % 7}:1 9:{i % 5 + 1}\n"
+                           for i in range(n)))
+    return src
+
+
+def test_closed_stdout_pipe_exits_141_quietly(tmp_path):
+    store = ss.convert(str(_text(tmp_path)), str(tmp_path / "s.zarr"))
+    proc = _cli("info", store.url, stdout=subprocess.PIPE)
+    proc.stdout.close()                 # like `streamsvm info s.zarr | head -0`
+    err = proc.stderr.read()
+    assert proc.wait() == 141, err
+    assert err == ""
+
+
+def test_other_broken_pipes_are_not_silenced(monkeypatch, capsys):
+    def broken(args):
+        raise BrokenPipeError(32, "Broken pipe")   # e.g. a dropped connection, not stdout
+
+    monkeypatch.setitem(cli.COMMANDS, "info", broken)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["info", "nowhere.zarr"])
+
+
+def _screen(text: str) -> list[str]:
+    """The lines a terminal shows: ``\\r`` returns to column 0 and overwrites."""
+    lines = []
+    for raw in text.split("\n"):
+        cells: list[str] = []
+        for part in raw.split("\r"):
+            cells[:len(part)] = part
+        lines.append("".join(cells).rstrip())
+    return lines
+
+
+def test_log_lines_are_not_glued_to_the_progress_bar(tmp_path):
+    # -v before the subcommand: works with and without the -v-after-subcommand fix
+    proc = _cli("-v", "convert", "--zero-based", "auto", str(_text(tmp_path)),
+                str(tmp_path / "s.zarr"))
+    err = proc.stderr.read()
+    assert proc.wait() == 0, err
+    screen = _screen(err)
+    logs = [ln for ln in screen if "INFO" in ln]
+    assert any("--zero-based auto" in ln for ln in logs), screen
+    assert all(ln.startswith("INFO streamsvm") for ln in logs), screen   # not after a bar
+    assert any(ln.startswith("convert: 100%") for ln in screen), screen  # the bar is there
+
+
+@pytest.mark.parametrize("flags, level", [(["convert", "-v"], "INFO"),
+                                          (["-v", "convert"], "INFO"),
+                                          (["-v", "convert", "-v"], "DEBUG"),
+                                          (["convert", "--verbose", "--verbose"], "DEBUG")])
+def test_verbose_before_and_after_the_subcommand(flags, level, tmp_path):
+    cmd, *after = flags[flags.index("convert"):]
+    proc = _cli(*flags[:flags.index("convert")], cmd, str(_text(tmp_path)),
+                str(tmp_path / "s.zarr"), "-q", *after)
+    err = proc.stderr.read()
+    assert proc.wait() == 0, err
+    assert f"{level} streamsvm" in err, err
+    if level == "INFO":
+        assert "DEBUG" not in err, err
