@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 import numpy as np
 
@@ -270,6 +271,7 @@ class StoreWriter:
             "index_dtype": self.index_dtype.name,
             "chunk_nnz": st["chunk_nnz"], "chunk_max_sq_norm": st["chunk_max_sq_norm"],
             "converter": {"version": _version(), "options": self.options},
+            "store_id": uuid.uuid4().hex,
         }
         self.source = source
         self._write_attrs(complete=False, extra=meta)      # everything but the flag ...
