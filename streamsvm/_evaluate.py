@@ -4,23 +4,42 @@ Streams row blocks (store chunks, or parsed text blocks of a libsvm file read th
 fsspec) and accumulates accuracy, per-class counts and, for binary models, the primal
 objective ``½‖w‖² + ½b² + Σ C_i ξ(y_i f(x_i))`` with the model's C, loss, bias and class
 weights. ``predict`` writes one predicted label per line, like LIBLINEAR's ``predict``.
+
+Model and data are matched: ``evaluate`` refuses labels outside the model's classes
+(naming the store, or the file and line); features beyond the model's weigh 0, as in
+LIBLINEAR, and are reported once (a warning with the counts, and ``unseen_features``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
 
-from .exceptions import StoreNotFoundError
+from .exceptions import DataMismatchError, StoreNotFoundError
 from .kernels import csr_matmat
 from .model import LinearModel
 
-__all__ = ["iter_labelled_blocks", "evaluate", "predict_to_file"]
+__all__ = ["iter_labelled_blocks", "evaluate", "predict_to_file", "UnseenFeatures"]
+
+log = logging.getLogger(__name__)
 
 
-def iter_labelled_blocks(data, *, storage_options=None, zero_based="no"):
-    """Yield ``(indptr, indices, data, original_labels)`` of a store or a libsvm file."""
+def iter_labelled_blocks(data, *, storage_options=None, zero_based="no", classes=None,
+                         unseen=None):
+    """Yield ``(indptr, indices, data, original_labels)`` of a store or a libsvm file.
+
+    Parameters
+    ----------
+    data : Store, InMemoryStore, str or os.PathLike
+        A store, or the URL of a store or of a libsvm/svmlight file.
+    classes : ndarray, optional
+        The model's classes: a label outside them raises :class:`DataMismatchError`
+        naming the label(s) and the store URL, or the file and line.
+    unseen : UnseenFeatures, optional
+        Counts the entries beyond the model's features (see :class:`UnseenFeatures`).
+    """
     from .io import Store, open_store
     from .io._store import read_meta
     if isinstance(data, Store) or hasattr(data, "read_chunk"):
@@ -28,18 +47,22 @@ def iter_labelled_blocks(data, *, storage_options=None, zero_based="no"):
     elif read_meta(os.fspath(data), storage_options) is not None:
         store = open_store(data, storage_options=storage_options)
     else:
-        yield from _iter_text(os.fspath(data), storage_options, zero_based)
+        yield from _iter_text(os.fspath(data), storage_options, zero_based, classes, unseen)
         return
-    classes = store.classes
+    if classes is not None:
+        _check_store_labels(store, classes)
+    have = store.classes
     for chunk in store.iter_chunks():
         if store.task == "binary":
-            labels = np.where(chunk.y > 0, classes[-1], classes[0])
+            labels = np.where(chunk.y > 0, have[-1], have[0])
         else:
-            labels = classes[chunk.y]
+            labels = have[chunk.y]
+        if unseen is not None:
+            unseen.add(chunk.indptr, chunk.indices, base=1, where=store.url)
         yield chunk.indptr, chunk.indices, chunk.data, labels
 
 
-def _iter_text(url, storage_options, zero_based):
+def _iter_text(url, storage_options, zero_based, classes, unseen):
     from .io._convert import NO_LIMIT
     from .io._parse import parse_block
     from .io._source import describe_inputs, iter_blocks
@@ -48,7 +71,95 @@ def _iter_text(url, storage_options, zero_based):
     for blk in iter_blocks(files, storage_options):
         p = parse_block(blk.data, file=blk.url, first_line=blk.first_line, min_index=lo,
                         max_index=NO_LIMIT)
-        yield p.indptr, (p.indices - lo), p.values, p.labels
+        if classes is not None:
+            bad = ~np.isin(p.labels, classes)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise DataMismatchError(
+                    f"{blk.url}, line {_line_of_row(blk.data, blk.first_line, row)}: label "
+                    f"{_labels(p.labels[row:row + 1])} is not a class of the model (classes "
+                    f"{_labels(classes)}); labels outside them in this block: "
+                    f"{_labels(p.labels[bad])}")
+        indices = p.indices - lo
+        if unseen is not None:
+            unseen.add(p.indptr, indices, base=lo, where=blk.url)
+        yield p.indptr, indices, p.values, p.labels
+
+
+def _check_store_labels(store, classes) -> None:
+    """Refuse a store whose labels (from its metadata) are not all classes of the model."""
+    from .io._labels import label_key
+    have = store.classes
+    bad = have[~np.isin(have, classes)]
+    if len(bad):
+        counts = store.label_counts
+        n = sum(int(counts.get(label_key(c), 0)) for c in bad)
+        are = "labels {} ({:,} of {:,} rows) are not classes" if len(bad) > 1 else \
+            "label {} ({:,} of {:,} rows) is not a class"
+        raise DataMismatchError(f"store {store.url!r}: "
+                                f"{are.format(_labels(bad), n, store.n_rows)} of the model "
+                                f"(classes {_labels(classes)})")
+
+
+def _labels(values) -> str:
+    values = np.unique(np.asarray(values, dtype=np.float64))
+    shown = ", ".join(_fmt(v) for v in values[:10])
+    return shown + (f", ... ({len(values)} labels)" if len(values) > 10 else "")
+
+
+def _line_of_row(data, first_line: int, row: int) -> int:
+    """1-based line number of row ``row`` (0-based) of a block of libsvm text: blank and
+    comment-only lines give no row (as in the parser)."""
+    for k, line in enumerate(bytes(data).split(b"\n")):
+        if line.split(b"#", 1)[0].strip(b" \t\r\v\f"):
+            if row == 0:
+                return first_line + k
+            row -= 1
+    raise AssertionError("row beyond the block")     # pragma: no cover
+
+
+class UnseenFeatures:
+    """Counts rows and entries whose features are beyond the model's, to report once.
+
+    LIBLINEAR's rule is kept: such features weigh 0. :meth:`warn` logs a single warning
+    with the counts and the largest index; :meth:`as_dict` is the ``evaluate --json`` field.
+
+    Parameters
+    ----------
+    n_features : int
+        The model's number of features.
+    """
+
+    def __init__(self, n_features: int):
+        self.n_features = int(n_features)
+        self.rows = self.entries = self.n_rows = 0
+        self.max_index = None
+        self.where: list[str] = []
+
+    def add(self, indptr, indices, *, base: int, where: str) -> None:
+        """Count a block; ``base`` turns 0-based ``indices`` into the data's own numbering."""
+        self.n_rows += len(indptr) - 1
+        over = indices >= self.n_features
+        if not over.any():
+            return
+        cum = np.concatenate(([0], np.cumsum(over)))
+        self.rows += int(np.count_nonzero(cum[indptr[1:]] != cum[indptr[:-1]]))
+        self.entries += int(cum[-1])
+        top = int(indices[over].max()) + base
+        self.max_index = top if self.max_index is None else max(self.max_index, top)
+        if where not in self.where:
+            self.where.append(where)
+
+    def as_dict(self) -> dict:
+        return {"rows": self.rows, "entries": self.entries, "max_index": self.max_index,
+                "model_n_features": self.n_features}
+
+    def warn(self) -> None:
+        if self.rows:
+            log.warning("%s of %s rows in %s (%s entries) have features beyond the model's "
+                        "%s (largest index %s); they weigh 0, as in LIBLINEAR", f"{self.rows:,}",
+                        f"{self.n_rows:,}", ", ".join(self.where), f"{self.entries:,}",
+                        f"{self.n_features:,}", self.max_index)
 
 
 def _scores(model: LinearModel, indptr, indices, data):
@@ -65,35 +176,47 @@ def _scores(model: LinearModel, indptr, indices, data):
 
 
 def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no") -> dict:
-    """Accuracy (and for binary models the primal objective) of ``model`` on ``data``."""
+    """Accuracy (and for binary models the primal objective) of ``model`` on ``data``.
+
+    Labels outside the model's classes raise :class:`DataMismatchError`; features beyond
+    the model's weigh 0 (LIBLINEAR's rule), with one warning, and are counted in the
+    ``unseen_features`` field. The objective needs the model's ``C`` and a hinge loss: a
+    model read from a LIBLINEAR file (which records no C) gets none.
+    """
     n = correct = 0
     loss = 0.0
     params = model.params
     C, l2 = float(params.get("C", 1.0)), params.get("loss") == "squared_hinge"
+    objective = model.task == "binary" and "C" in params and \
+        params.get("loss") in ("hinge", "squared_hinge")
     Cp = Cn = C
-    if model.task == "binary":
+    if objective:
         from .solvers._base import class_costs
         counts = {}
         cp, cn = class_costs("evaluate", C, params.get("class_weight") if
                              params.get("class_weight") != "balanced" else None,
                              "binary", model.classes, counts)
         Cp, Cn = float(cp[0]), float(cn[0])
+    unseen = UnseenFeatures(model.n_features)
     for indptr, indices, values, labels in iter_labelled_blocks(
-            data, storage_options=storage_options, zero_based=zero_based):
+            data, storage_options=storage_options, zero_based=zero_based,
+            classes=model.classes, unseen=unseen):
         scores = _scores(model, indptr, indices, values)
         if model.task == "binary":
             scores = scores[:, 0]
         pred = model.classes[model.predict_encoded(scores)]
         correct += int(np.count_nonzero(pred == labels))
         n += len(labels)
-        if model.task == "binary":
+        if objective:
             y = np.where(labels == model.classes[-1], 1.0, -1.0)
             xi = np.maximum(0.0, 1.0 - y * scores)
             loss += float((np.where(y > 0, Cp, Cn) * (xi * xi if l2 else xi)).sum())
     if n == 0:
         raise StoreNotFoundError(f"no rows to evaluate in {data!r}")
-    out = {"n_rows": n, "accuracy": correct / n, "correct": correct}
-    if model.task == "binary":
+    unseen.warn()
+    out = {"n_rows": n, "accuracy": correct / n, "correct": correct,
+           "unseen_features": unseen.as_dict()}
+    if objective:
         bias = float(params.get("bias", 0.0) or 0.0)
         wb = model.intercept[0] / bias if bias > 0 else 0.0
         out["objective"] = 0.5 * float(model.coef[0] @ model.coef[0] + wb * wb) + loss
@@ -106,7 +229,8 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
     """Write one predicted label (or decision values) per row; returns the row count.
 
     Streams to a temporary file next to the output (local) or in the temp dir (remote),
-    then renames or uploads it, so a half-written prediction file never appears.
+    then renames or uploads it, so a half-written prediction file never appears. Labels in
+    ``data`` are not checked; features beyond the model's weigh 0, with one warning.
     """
     import tempfile
     from .io._urls import is_local, url_to_fs
@@ -115,10 +239,12 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
     parent = os.path.dirname(os.path.abspath(out_path)) if local else None
     fd, tmp = tempfile.mkstemp(prefix=".predict-", suffix=".partial", dir=parent)
     n = 0
+    unseen = UnseenFeatures(model.n_features)
     try:
         with os.fdopen(fd, "w") as f:
             for indptr, indices, values, _ in iter_labelled_blocks(
-                    data, storage_options=storage_options, zero_based=zero_based):
+                    data, storage_options=storage_options, zero_based=zero_based,
+                    unseen=unseen):
                 s = _scores(model, indptr, indices, values)
                 if model.task == "binary":
                     s = s[:, 0]
@@ -136,6 +262,7 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+    unseen.warn()
     return n
 
 

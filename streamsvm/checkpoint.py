@@ -112,12 +112,26 @@ class CheckpointManager:
             pos = off + a.nbytes
         seq = 1 + max((f[0] for f in self._scan()), default=0)
         payload = f"ckpt-{seq:08d}-{uuid.uuid4().hex[:8]}.bin"
-        digest = self._write(payload, pieces)
-        manifest = {"format": FORMAT_VERSION, "seq": seq, "payload": payload, "size": pos,
-                    "sha256": digest, "arrays": specs, "meta": meta,
-                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat()}
         name = f"manifest-{seq:08d}.json"
-        self._write(name, [json.dumps(manifest, indent=1).encode()], put=True)
+        try:
+            digest = self._write(payload, pieces)
+            manifest = {"format": FORMAT_VERSION, "seq": seq, "payload": payload, "size": pos,
+                        "sha256": digest, "arrays": specs, "meta": meta,
+                        "created": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+            self._write(name, [json.dumps(manifest, indent=1).encode()], put=True)
+        except OSError as exc:    # e.g. a full disk: drop what this save began, keep the rest
+            for leftover in (name, name + ".partial", payload, payload + ".partial"):
+                try:
+                    self._rm(leftover)
+                except OSError:
+                    pass
+            last = self.list()
+            raise CheckpointError(
+                f"cannot write checkpoint {name} under {self.url}: "
+                f"{exc.strerror or exc} (nothing of it is kept); " +
+                (f"the last good checkpoint is {last[0]}: continue from it with --resume "
+                 f"(resume=True) once the problem is fixed" if last else
+                 "no checkpoint was written before")) from exc
         logger.info("checkpoint %s written under %s (%d bytes)", name, self.url, pos)
         self._prune()
         return name
@@ -154,11 +168,21 @@ class CheckpointManager:
                 problems.append(f"{name}: {reason}")
                 continue
             meta = manifest["meta"]
+            diffs = []
             for key, want in (expect or {}).items():  # compared as JSON gives them back
-                if key not in meta or meta[key] != json.loads(json.dumps(want)):
-                    found = repr(meta[key]) if key in meta else "<missing>"
-                    raise CheckpointError(f"checkpoint {name} under {self.url} belongs to another "
-                                          f"run: meta[{key!r}] expected {want!r}, found {found}")
+                want = json.loads(json.dumps(want))
+                found = meta.get(key, _MISSING)
+                if isinstance(want, dict) and isinstance(found, dict):
+                    diffs += _differences(found, want, ())   # named inside the group
+                elif found != want:
+                    diffs.append(((key,), found, want))
+            if diffs:
+                was = ", ".join(f"{'.'.join(k)}={_show(f)}" for k, f, _ in diffs)
+                now = ", ".join(f"{'.'.join(k)}={_show(w)}" for k, _, w in diffs)
+                raise CheckpointError(f"checkpoint {name} under {self.url} was written by a run "
+                                      f"with {was}; this run has {now} — resume with the same "
+                                      f"data and parameters or use another --checkpoint "
+                                      f"directory")
             logger.info("resuming from checkpoint %s under %s", name, self.url)
             return arrays, meta
         if names:
@@ -276,6 +300,27 @@ class CheckpointManager:
             self._fs.rm_file(join_url(self._dir, name))
         except FileNotFoundError:
             pass
+
+
+_MISSING = object()
+
+
+def _differences(found: dict, want: dict, path: tuple) -> list:
+    """``(path, found, wanted)`` for every key, at any depth, where two dicts differ."""
+    out = []
+    for key in list(want) + [k for k in found if k not in want]:
+        f, w = found.get(key, _MISSING), want.get(key, _MISSING)
+        if isinstance(f, dict) and (isinstance(w, dict) or w is _MISSING) or \
+                isinstance(w, dict) and f is _MISSING:
+            out += _differences({} if f is _MISSING else f, {} if w is _MISSING else w,
+                                path + (key,))
+        elif f != w:
+            out.append((path + (key,), f, w))
+    return out
+
+
+def _show(value) -> str:
+    return "<missing>" if value is _MISSING else repr(value)
 
 
 def _check_json(value, where):

@@ -331,7 +331,10 @@ def _cmd_train(args) -> int:
     import signal
     import threading
     import time
+    from ._outputs import check_writable_file
     from .estimators import train
+    so = _storage_options(args.storage_option)
+    check_writable_file(args.output, what="model output (-o)", storage_options=so)
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -368,10 +371,9 @@ def _cmd_train(args) -> int:
         bar.update(min(entry["passes"], args.max_passes) - bar.n)
 
     from .io import open_store
-    so = _storage_options(args.storage_option)
-    store = open_store(args.store, storage_options=so)
-    n_rows = store.n_rows
     try:
+        store = open_store(args.store, storage_options=so)
+        n_rows = store.n_rows
         model, result = train(
             store, solver=args.solver, memory=args.memory, seed=args.seed,
             checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every_passes,
@@ -387,16 +389,28 @@ def _cmd_train(args) -> int:
         where = f"; resume with --resume --checkpoint {args.checkpoint}" if args.checkpoint else ""
         print(f"streamsvm train: interrupted{where}", file=sys.stderr)
         return 130
+    except StreamSVMError:
+        if bar is not None:
+            bar.close()
+        raise
     finally:
         for s, h in old.items():
             signal.signal(s, h)
     if bar is not None:
         bar.n = min(result.passes, args.max_passes)
         bar.close()
-    if args.format == "liblinear":
-        model.to_liblinear(args.output, storage_options=so)
-    else:
-        model.save(args.output, storage_options=so)
+    try:
+        if args.format == "liblinear":
+            model.to_liblinear(args.output, storage_options=so)
+        else:
+            model.save(args.output, storage_options=so)
+    except OSError as exc:
+        from ._outputs import _reason
+        from .exceptions import OutputNotWritableError
+        hint = (f"; the final checkpoint under {args.checkpoint} holds the trained model: "
+                f"rerun with --resume to write it" if args.checkpoint else "")
+        raise OutputNotWritableError(f"cannot write the model output (-o) {args.output!r}: "
+                                     f"{_reason(exc)}{hint}") from exc
     seconds = time.perf_counter() - t_start
     summary = {"passes": result.passes, "n_iter": result.n_iter, "primal": result.primal,
                "dual": result.dual, "gap": result.stop_value, "converged": result.converged,

@@ -7,11 +7,13 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import time
 
 import numpy as np
 
+from ._outputs import check_writable_dir
 from .exceptions import InvalidParameterError, NotFittedError
 from .model import LinearModel, load_model
 from .solvers import SOLVERS
@@ -22,10 +24,20 @@ log = logging.getLogger(__name__)
 
 
 def _store_identity(store) -> dict:
+    """What a checkpoint records of its store: counts plus the ``store_id`` written at
+    conversion (the same wherever the store is and whatever path names it); stores
+    converted before ids existed fall back to their source's CRC, in-memory stores to a
+    content fingerprint."""
     meta = store.meta
-    return {"url": str(getattr(store, "url", "memory")), "n_rows": int(meta["n_rows"]),
-            "n_features": int(meta["n_features"]), "nnz": int(meta["nnz"]),
-            "crc32": (meta.get("source") or {}).get("crc32")}
+    ident = {"n_rows": int(meta["n_rows"]), "n_features": int(meta["n_features"]),
+             "nnz": int(meta["nnz"])}
+    if meta.get("store_id"):
+        ident["store_id"] = meta["store_id"]
+    elif hasattr(store, "fingerprint"):
+        ident["fingerprint"] = store.fingerprint
+    else:
+        ident["crc32"] = (meta.get("source") or {}).get("crc32")
+    return ident
 
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
@@ -56,6 +68,16 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
         the threads reading them (:class:`~streamsvm.schedule.PassScheduler`).
     **params
         Solver parameters (``C``, ``loss``, ``bias``, ``tol``, ``max_passes``, ...).
+
+    Raises
+    ------
+    InvalidParameterError
+        Before the first pass: a bad parameter, or a store with a single class.
+    OutputNotWritableError
+        Before the first pass: ``checkpoint`` or ``scratch_dir`` cannot be written.
+    CheckpointError
+        On resume, a checkpoint of another run (every differing parameter named); during
+        training, a checkpoint that cannot be written (the last good one named).
     """
     from .checkpoint import CheckpointManager
     from .io import open_store
@@ -63,19 +85,33 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
     if solver not in SOLVERS:
         raise InvalidParameterError(f"The 'solver' parameter must be one of "
                                     f"{sorted(SOLVERS)}. Got {solver!r} instead.")
+    if isinstance(params.get("class_weight"), dict):    # JSON-able keys, for checkpoints
+        from .io._labels import label_key
+        params["class_weight"] = {label_key(k) if isinstance(k, numbers.Real) else k: v
+                                  for k, v in params["class_weight"].items()}
     slv = SOLVERS[solver](**params)          # validates every parameter before any pass
     if resume and checkpoint is None:
         raise InvalidParameterError("resume=True needs a checkpoint location")
     if not hasattr(store, "read_chunk"):
         store = open_store(store, storage_options=storage_options)
+    if len(store.classes) < 2:
+        raise InvalidParameterError(
+            f"The number of classes has to be greater than one; got {len(store.classes)} "
+            f"class (label {', '.join(store.label_counts) or 'none'} in "
+            f"{'y' if store.url == 'memory' else f'store {store.url!r}'})")
+    if checkpoint is not None:
+        check_writable_dir(checkpoint, what="checkpoint directory",
+                           storage_options=storage_options)
+    if scratch_dir is not None:
+        check_writable_dir(scratch_dir, what="scratch directory")
     n_rows = store.n_rows
     if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
         block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
                           prefetch=prefetch, readers=readers, scratch_dir=scratch_dir)
     manager = state = None
-    identity = {"store": _store_identity(store), "params": slv.params(), "seed": seed,
-                "block_rows": block_rows}
+    identity = {"store": _store_identity(store) if checkpoint is not None else None,
+                **slv.params(), "seed": seed, "block_rows": block_rows}
     if checkpoint is not None:
         manager = CheckpointManager(checkpoint, storage_options=storage_options)
         if resume:
@@ -224,14 +260,29 @@ class LinearSVC:
         if not hasattr(self, "model_"):
             raise NotFittedError("This LinearSVC instance is not fitted yet. Call 'fit' first.")
 
+    def _check_n_features(self, X):
+        """``X`` as an array or sparse matrix with ``n_features_in_`` columns."""
+        import scipy.sparse as sp
+        X = X if sp.issparse(X) else np.atleast_2d(np.asarray(X, dtype=np.float64))
+        if X.ndim != 2:
+            raise InvalidParameterError(f"Expected a 2-D X, got an array of shape {X.shape}.")
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidParameterError(f"X has {X.shape[1]} features, but LinearSVC is "
+                                        f"expecting {self.n_features_in_} features as input.")
+        return X
+
     def decision_function(self, X):
+        """Scores of in-memory ``X``, or of the rows of a store / libsvm file (features
+        beyond the model's then weigh 0, with one warning)."""
         self._check_fitted()
         if isinstance(X, (str, os.PathLike)) or hasattr(X, "read_chunk"):
-            from ._evaluate import _scores, iter_labelled_blocks
-            out = [_scores(self.model_, *b[:3]) for b in iter_labelled_blocks(X)]
+            from ._evaluate import UnseenFeatures, _scores, iter_labelled_blocks
+            unseen = UnseenFeatures(self.n_features_in_)
+            out = [_scores(self.model_, *b[:3]) for b in iter_labelled_blocks(X, unseen=unseen)]
+            unseen.warn()
             s = np.concatenate(out)
             return s[:, 0] if self.model_.task == "binary" else s
-        return self.model_.decision_function(X)
+        return self.model_.decision_function(self._check_n_features(X))
 
     def predict(self, X):
         self._check_fitted()

@@ -17,6 +17,8 @@ __all__ = [
     "StoreCorruptError",
     "InvalidParameterError",
     "CheckpointError",
+    "DataMismatchError",
+    "OutputNotWritableError",
     "NotFittedError",
     "ConvergenceWarning",
 ]
@@ -87,6 +89,14 @@ class NotFittedError(StreamSVMError, ValueError, AttributeError):
 
 class CheckpointError(StreamSVMError, ValueError):
     """No valid checkpoint could be read, or a checkpoint does not match the run."""
+
+
+class DataMismatchError(StreamSVMError, ValueError):
+    """Data that does not match the model, e.g. labels outside the model's classes."""
+
+
+class OutputNotWritableError(StreamSVMError, OSError):
+    """An output location (model file, checkpoint or scratch directory) cannot be written."""
 
 
 class ConvergenceWarning(UserWarning):

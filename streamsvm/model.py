@@ -3,7 +3,8 @@
 A model file is one JSON document: metadata plus the weights as base64 of little-endian
 float64 (bit-exact round trip), written atomically (temporary name, then rename; on
 object stores a single PUT). :meth:`LinearModel.to_liblinear` exports LIBLINEAR's text
-model format so ``liblinear``'s ``predict`` can use it.
+model format so ``liblinear``'s ``predict`` can use it, and :func:`load_model` reads that
+format back (from LIBLINEAR's ``train`` too).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import uuid
 
 import numpy as np
 
-from .exceptions import InvalidParameterError, StoreNotFoundError, StreamSVMError
+from .exceptions import FormatError, InvalidParameterError, StoreNotFoundError, StreamSVMError
 from .io._urls import is_local, url_to_fs
 
 __all__ = ["LinearModel", "load_model", "MODEL_FORMAT"]
@@ -24,6 +25,10 @@ __all__ = ["LinearModel", "load_model", "MODEL_FORMAT"]
 MODEL_FORMAT = "streamsvm-linear-model/1"
 _LIBLINEAR_SOLVER = {("dcd", "hinge"): "L2R_L1LOSS_SVC_DUAL",
                      ("dcd", "squared_hinge"): "L2R_L2LOSS_SVC_DUAL"}
+_LIBLINEAR_LOSS = {"L2R_LR": "log", "L2R_L2LOSS_SVC_DUAL": "squared_hinge",
+                   "L2R_L2LOSS_SVC": "squared_hinge", "L2R_L1LOSS_SVC_DUAL": "hinge",
+                   "MCSVM_CS": "crammer_singer", "L1R_L2LOSS_SVC": "squared_hinge",
+                   "L1R_LR": "log", "L2R_LR_DUAL": "log"}
 
 
 def _encode(a: np.ndarray) -> dict:
@@ -117,8 +122,8 @@ class LinearModel:
             raise InvalidParameterError("LIBLINEAR model files need integer class labels; "
                                         f"this model has {labels.tolist()}")
         bias = float(self.params.get("bias", 0.0) or 0.0)
-        solver = _LIBLINEAR_SOLVER.get((self.params.get("solver"), self.params.get("loss")),
-                                       "L2R_L2LOSS_SVC_DUAL")
+        solver = self.params.get("solver_type") or _LIBLINEAR_SOLVER.get(
+            (self.params.get("solver"), self.params.get("loss")), "L2R_L2LOSS_SVC_DUAL")
         if self.task == "binary":
             order = [1, 0]                 # LIBLINEAR: w scores the first label as positive
             W = self.coef[:1]
@@ -135,18 +140,93 @@ class LinearModel:
 
 
 def load_model(path, *, storage_options=None) -> LinearModel:
-    """Read a model written by :meth:`LinearModel.save`."""
+    """Read a model written by :meth:`LinearModel.save`, or a LIBLINEAR text model.
+
+    A LIBLINEAR model (first line ``solver_type ...``, as written by LIBLINEAR's ``train``
+    or :meth:`LinearModel.to_liblinear`) of a classifier becomes the LinearModel that
+    predicts the same labels: ``coef`` from its ``w``, ``intercept = bias·w_bias``,
+    ``classes`` from its ``label`` line (binary: ``[second, first]``, since LIBLINEAR's
+    ``w`` scores the first label as positive), and ``params`` with the ``loss`` of its
+    ``solver_type``. Such a file records no ``C``: evaluating it gives no objective.
+    """
     path = os.fspath(path)
     fs, p = url_to_fs(path, storage_options)
     try:
         raw = fs.cat_file(p)
     except FileNotFoundError as exc:
         raise StoreNotFoundError(f"model file {path!r} does not exist") from exc
+    if raw.lstrip().startswith(b"solver_type"):
+        return _from_liblinear(raw, path)
     try:
         d = json.loads(raw)
     except ValueError as exc:
         raise StreamSVMError(f"{path}: not a streamsvm model (invalid JSON: {exc})") from exc
     return LinearModel.from_dict(d, source=path)
+
+
+def _from_liblinear(raw: bytes, source: str) -> LinearModel:
+    """The LinearModel of a LIBLINEAR text model file (see :func:`load_model`)."""
+    try:
+        lines = raw.decode("ascii").split("\n")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"not a LIBLINEAR model: {exc}", file=source) from None
+    head, w_line = {}, None
+    for i, line in enumerate(lines):
+        key, *rest = line.split() or [""]
+        if key == "w":
+            w_line = i
+            break
+        if key not in ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho"):
+            raise FormatError(f"unknown text in a LIBLINEAR model: {line[:60]!r}", file=source,
+                              line=i + 1)
+        head[key] = (rest, i + 1)
+    missing = [k for k in ("solver_type", "nr_class", "nr_feature", "bias") if k not in head]
+    if w_line is None or missing:
+        raise FormatError(f"incomplete LIBLINEAR model: no {missing[0] if missing else 'w'!r} "
+                          f"line", file=source)
+
+    def field(key, conv, n=1, low=None):
+        values, line = head[key]
+        try:
+            if len(values) != n:
+                raise ValueError(f"{len(values)} values, expected {n}")
+            out = [conv(v) for v in values]
+            if low is not None and out[0] < low:
+                raise ValueError(f"expected at least {low}")
+        except ValueError as exc:
+            raise FormatError(f"bad {key!r} line: {' '.join(values)!r} ({exc})", file=source,
+                              line=line) from None
+        return out[0] if n == 1 else out
+    solver = field("solver_type", str)
+    if solver not in _LIBLINEAR_LOSS:
+        raise FormatError(f"solver_type {solver} is not a classifier; streamsvm reads "
+                          f"LIBLINEAR classification models ({', '.join(_LIBLINEAR_LOSS)})",
+                          file=source, line=head["solver_type"][1])
+    nr_class, nr_feature = field("nr_class", int, low=1), field("nr_feature", int, low=0)
+    bias = field("bias", float)
+    if "label" not in head:
+        raise FormatError("incomplete LIBLINEAR model: no 'label' line", file=source)
+    labels = np.asarray(field("label", float, nr_class), dtype=np.float64)
+    nr_w = 1 if nr_class <= 2 and solver != "MCSVM_CS" else nr_class
+    n = nr_feature + (1 if bias >= 0 else 0)
+    tokens = " ".join(lines[w_line + 1:]).split()
+    if len(tokens) != n * nr_w:
+        raise FormatError(f"expected {n:,} rows of {nr_w} weights after 'w' (nr_feature "
+                          f"{nr_feature}{' + bias' if bias >= 0 else ''}), found "
+                          f"{len(tokens):,} values", file=source, line=w_line + 2)
+    try:
+        W = np.array(tokens, dtype=np.float64).reshape(n, nr_w).T
+    except ValueError as exc:
+        raise FormatError(f"bad weight after 'w': {exc}", file=source) from None
+    coef = np.ascontiguousarray(W[:, :nr_feature])
+    intercept = bias * W[:, nr_feature] if bias >= 0 else np.zeros(nr_w)
+    if nr_w == 1:
+        task, classes = "binary", labels[::-1].copy()   # positive (first listed) last
+    else:
+        task, classes = "multiclass", labels
+    params = {"solver_type": solver, "loss": _LIBLINEAR_LOSS[solver], "bias": max(bias, 0.0)}
+    return LinearModel(coef, np.asarray(intercept, dtype=np.float64), classes, task, params,
+                       {"format": "liblinear"})
 
 
 def _write_atomic(path: str, payload: bytes, storage_options=None) -> None:

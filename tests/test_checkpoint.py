@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import uuid
 
 import fsspec
@@ -196,12 +198,19 @@ def test_expect_mismatch_names_the_key(url):
     mgr.save(*state(1)[:1], meta)
     assert mgr.load_latest(expect={"solver": "newton", "C": 1.0})[1] == meta
     assert mgr.load_latest(expect={"params": {"tol": 1e-3}}) is not None
-    with pytest.raises(CheckpointError, match=r"meta\['C'\] expected 2\.0, found 1\.0"):
+    with pytest.raises(CheckpointError, match=r"checkpoint manifest-00000001\.json under .* "
+                                              r"was written by a run with C=1\.0; this run "
+                                              r"has C=2\.0 — resume with the same"):
         mgr.load_latest(expect={"solver": "newton", "C": 2.0})
-    with pytest.raises(CheckpointError, match=r"meta\['store'\].*b/other\.zarr.*a\.zarr"):
+    with pytest.raises(CheckpointError, match=r"store='s3://bucket/a\.zarr'; this run has "
+                                              r"store='s3://b/other\.zarr'"):
         mgr.load_latest(expect={"store": "s3://b/other.zarr"})
-    with pytest.raises(CheckpointError, match=r"meta\['seed'\] expected 0, found <missing>"):
+    with pytest.raises(CheckpointError, match=r"with seed=<missing>; this run has seed=0 "):
         mgr.load_latest(expect={"seed": 0})
+    # nested dicts: every differing key, named inside its group, missing ones included
+    with pytest.raises(CheckpointError, match=r"with C=1\.0, tol=0\.001, x\.y=<missing>; "
+                                              r"this run has C=2\.0, tol=0\.01, x\.y=1 "):
+        mgr.load_latest(expect={"C": 2.0, "params": {"tol": 1e-2, "x": {"y": 1}}})
     mgr.save(*state(2)[:1], {"C": 1.0, "cursor": [3, 0]})
     assert mgr.load_latest(expect={"C": 1, "cursor": (3, 0)}) is not None  # as JSON compares
 
@@ -284,3 +293,54 @@ def test_file_url(tmp_path):
     mgr.save(*state(1))
     assert (tmp_path / "c" / "manifest-00000001.json").exists()
     assert mgr.load_latest()[1] == {"pass": 1}
+
+
+def _enospc(*a, **k):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_full_disk_local(tmp_path, monkeypatch):
+    """ENOSPC mid-payload: CheckpointError naming the directory, the reason and the last
+    good checkpoint; the .partial file removed, the previous checkpoints untouched."""
+    url = str(tmp_path / "ckpt")
+    mgr = CheckpointManager(url)
+    mgr.save(*state(1))
+    mgr.save(*state(2))
+    before = {f: (tmp_path / "ckpt" / f).read_bytes() for f in files(url)}
+    real_open, partials = open, []
+
+    def spy_open(path, *a, **k):         # records the .partial file the failed save began
+        if str(path).endswith(".partial"):
+            partials.append(path)
+        return real_open(path, *a, **k)
+    monkeypatch.setattr("builtins.open", spy_open)
+    monkeypatch.setattr(os, "fsync", _enospc)
+    with pytest.raises(CheckpointError) as exc:
+        mgr.save(*state(3))
+    monkeypatch.undo()
+    msg = str(exc.value)
+    assert isinstance(exc.value, ValueError)
+    assert f"cannot write checkpoint manifest-00000003.json under {url}: No space left" in msg
+    assert "the last good checkpoint is manifest-00000002.json" in msg and "--resume" in msg
+    assert isinstance(exc.value.__cause__, OSError)
+    assert partials and not os.path.exists(partials[0])
+    assert {f: (tmp_path / "ckpt" / f).read_bytes() for f in files(url)} == before
+    assert mgr.load_latest()[1] == {"pass": 2}
+    assert mgr.save(*state(3)) == "manifest-00000003.json"
+
+
+def test_full_disk_on_manifest(url, monkeypatch):
+    """The manifest write fails after the payload was written: the payload is removed."""
+    mgr = CheckpointManager(url)
+    before = files(url)
+    real_write = CheckpointManager._write
+
+    def fail_manifest(self, name, pieces, **kw):
+        if name.startswith("manifest-"):
+            _enospc()
+        return real_write(self, name, pieces, **kw)
+    monkeypatch.setattr(CheckpointManager, "_write", fail_manifest)
+    with pytest.raises(CheckpointError, match=r"manifest-00000001\.json under .*No space left "
+                                              r"on device.*no checkpoint was written before"):
+        mgr.save(*state(1))
+    assert files(url) == before

@@ -6,6 +6,9 @@ solvers cannot tell it from a Zarr store.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+
 import numpy as np
 
 from ..exceptions import InvalidParameterError
@@ -44,7 +47,17 @@ class InMemoryStore(StoreMeta):
             raise InvalidParameterError("X has no rows")
         if not np.all(np.isfinite(X.data)):
             raise InvalidParameterError("X contains NaN or infinite values")
-        enc = encode_labels(y.astype(np.float64), task=task, source="y")
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(f"y must hold numeric labels: {exc}") from None
+        bad = ~np.isfinite(y)
+        if bad.any():
+            raise InvalidParameterError(
+                f"Input y contains NaN or infinity: {np.count_nonzero(bad):,} of {len(y):,} "
+                f"labels (first at row {np.flatnonzero(bad)[0]}); every label must be a "
+                f"finite number")
+        enc = encode_labels(y, task=task, source="y")
         self.url = "memory"
         self.storage_options = {}
         self._X = X
@@ -72,6 +85,21 @@ class InMemoryStore(StoreMeta):
     def __repr__(self) -> str:
         return (f"InMemoryStore(n_rows={self.n_rows}, n_features={self.n_features}, "
                 f"nnz={self.nnz}, n_chunks={self.n_chunks}, task={self.task!r})")
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """sha256 (hex) of the content: shape, CSR arrays, labels and classes.
+
+        Stands for a converted store's ``store_id`` in checkpoint identities: a checkpoint
+        of a fit on other data is refused on resume.
+        """
+        h = hashlib.sha256()
+        X = self._X
+        for a in (np.array(X.shape), X.indptr, self._indices, X.data, self._y, self.classes):
+            a = np.asarray(a)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).view(np.uint8))
+        return h.hexdigest()
 
     def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
         X = self._X

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 import numpy as np
 
@@ -285,6 +286,7 @@ class StoreWriter:
             "index_dtype": self.index_dtype.name,
             "chunk_nnz": st["chunk_nnz"], "chunk_max_sq_norm": st["chunk_max_sq_norm"],
             "converter": {"version": _version(), "options": self.options},
+            "store_id": uuid.uuid4().hex,
         }
         meta["array_meta_crc32c"] = self._array_meta_crcs(fs, path, binary_values)
         self.source = source

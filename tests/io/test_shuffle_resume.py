@@ -100,6 +100,10 @@ def test_killed_conversion_resumes_to_identical_store(tmp_path, kill_after_rows)
     assert set(a) == set(b)
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
+    ids = [attrs["streamsvm"].pop("store_id") for attrs in (attrs_a, attrs_b)]
+    assert ids[0] != ids[1]                      # each conversion gets its own id ...
+    for attrs in (attrs_a, attrs_b):             # ... which an attributes checksum covers
+        attrs["streamsvm"].pop("checksum", None)
     assert attrs_a == attrs_b
 
 
