@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError
-from ._parse import parse_block
+from ._parse import FLOAT32_MAX_VALUE, parse_block
 from ._shuffle import Shuffler
 from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
 from ._writer import StoreWriter, prepare_output
@@ -202,15 +202,18 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
 def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs,
                    index_dtype, dtype):
     """Yield ``(TextBlock, (labels, indptr, indices, values), resume_position)``."""
+    # float32 would turn larger values into inf: they are errors, not silently stored
+    max_value = FLOAT32_MAX_VALUE if np.dtype(dtype) == np.float32 else np.inf
     for blk in iter_blocks(files, storage_options, start=start, block_bytes=block_bytes):
         lo, hi = bounds.limits()
         parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line, min_index=lo,
-                             max_index=hi, sort_indices=sort_indices)
+                             max_index=hi, sort_indices=sort_indices, max_value=max_value)
         if not bounds.decided:
             bounds.decide(parsed, blk.url)
             lo, hi = bounds.limits()
             parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line,
-                                 min_index=lo, max_index=hi, sort_indices=sort_indices)
+                                 min_index=lo, max_index=hi, sort_indices=sort_indices,
+                                 max_value=max_value)
         indices = parsed.indices
         if not bounds.zero:          # parse_block's arrays are fresh: shift in place
             np.subtract(indices, 1, out=indices)

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ..exceptions import FormatError, StoreExistsError
+from ..exceptions import FormatError, InvalidParameterError, StoreExistsError
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
 from ._urls import join_url, url_to_fs
@@ -295,6 +295,23 @@ def _version() -> str:
     return __version__
 
 
+def _check_finite(X, dtype) -> None:
+    """Refuse values that are not finite, or that ``dtype`` turns into inf."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        bad = np.flatnonzero(~np.isfinite(X.data.astype(dtype, copy=False)))
+    if len(bad) == 0:
+        return
+    k = int(bad[0])
+    row = int(np.searchsorted(X.indptr, k, side="right")) - 1
+    col, value = int(X.indices[k]), float(X.data[k])
+    if np.isfinite(value):
+        raise InvalidParameterError(
+            f"Input X contains a value too large for dtype('{dtype.name}'): X[{row}, {col}] = "
+            f"{value!r} would be stored as inf; pass dtype='float64'.")
+    raise InvalidParameterError(f"Input X contains NaN or infinity: X[{row}, {col}] = {value!r}.")
+
+
 def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: str = "auto",
                 overwrite: bool = False, storage_options=None):
     """Write an in-memory CSR matrix and labels as a store (tests, small data).
@@ -314,6 +331,7 @@ def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: st
     url = str(url)
     X = sp.csr_matrix(X)
     X.sort_indices()
+    _check_finite(X, dtype)
     prepare_output(url, storage_options, overwrite=overwrite)
     index_dtype = "int64" if X.shape[1] >= 2**31 else "int32"
     w = StoreWriter(url, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,

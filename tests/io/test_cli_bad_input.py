@@ -22,6 +22,7 @@ BAD = {
     "nan": ("1 1:nan\n", "line 1"),
     "inf": ("1 1:inf\n", "line 1"),
     "overflow": ("1 1:1e999\n", "line 1"),
+    "float32 overflow": ("1 1:1\n-1 1:1e39\n", "line 2, column 6: value '1e39' overflows float32"),
     "garbage after label": ("1 abc\n", "line 1"),
     "missing label": ("1:1 2:1\n", "line 1"),
     "empty": ("", "empty"),

@@ -263,3 +263,36 @@ def test_glob_inputs(tmp_path):
         ["part-0.svm", "part-1.svm", "part-2.svm"]
     with pytest.raises(StoreNotFoundError, match="no input file matches"):
         convert(str(tmp_path / "nothing-*.svm"), str(tmp_path / "t.zarr"))
+
+
+@pytest.mark.parametrize("token", ["1e39", "-3.4028236e38", "1" + "0" * 39])
+def test_float32_overflow_is_an_error_not_inf(token, tmp_path):
+    p = _write(tmp_path / "t.svm", f"1 1:1\n-1 1:2 4:{token} 5:1\n")
+    with pytest.raises(FormatError) as info:
+        convert(p, str(tmp_path / "a.zarr"))
+    msg = str(info.value)
+    assert msg.startswith(f"{p}, line 2, column 10: value '{token}' overflows float32")
+    assert "--dtype float64" in msg
+    with pytest.raises((IncompleteStoreError, StoreNotFoundError)):
+        ss.open_store(str(tmp_path / "a.zarr"))
+    s = convert(p, str(tmp_path / "b.zarr"), dtype="float64")
+    assert s.read_chunk(0).data[2] == float(token)
+    largest = convert(_write(tmp_path / "m.svm", "1 1:3.4028235e38\n-1 1:-1\n"),
+                      str(tmp_path / "m.zarr"))
+    assert largest.read_chunk(0).data[0] == np.finfo(np.float32).max
+
+
+@pytest.mark.parametrize("value, dtype, match", [
+    (1e39, "float32", r"too large for dtype\('float32'\): X\[2, 1\] = 1e\+39 .*'float64'"),
+    (np.inf, "float64", r"NaN or infinity: X\[2, 1\] = inf"),
+    (np.nan, "float32", r"NaN or infinity: X\[2, 1\] = nan"),
+])
+def test_write_store_refuses_non_finite_values(value, dtype, match, tmp_path):
+    from streamsvm.io._writer import write_store
+    X = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 0, 0], [0, value, 1]]))
+    with pytest.raises(InvalidParameterError, match=match):
+        write_store(tmp_path / "s.zarr", X, [1, -1, 1], dtype=dtype)
+    assert not (tmp_path / "s.zarr").exists()
+    X[2, 1] = 3.4028235e38
+    assert write_store(tmp_path / "s.zarr", X, [1, -1, 1]).read_chunk(0).data[2] == \
+        np.finfo(np.float32).max
