@@ -141,7 +141,8 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                "task": task, "sort_indices": bool(sort_indices)}
     source = {"files": [{"url": f.url, "size": f.size, "compression": f.compression}
                         for f in files]}
-    resume_meta = prepare_output(output, storage_options, overwrite=overwrite, resume=resume)
+    resume_meta = prepare_output(output, storage_options, overwrite=overwrite, resume=resume,
+                                 inputs=[f.url for f in files])
     if resume_meta is not None and (resume_meta.get("options") != options
                                     or resume_meta.get("source") != source or shuffle):
         why = "--shuffle conversions restart" if shuffle else "inputs or options differ"

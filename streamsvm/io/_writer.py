@@ -12,6 +12,7 @@ last thing written.
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from ..exceptions import FormatError, InvalidParameterError, StoreExistsError
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
-from ._urls import join_url, url_to_fs
+from ._urls import is_local, join_url, url_to_fs
 
 __all__ = ["StoreWriter", "write_store", "prepare_output"]
 
@@ -76,14 +77,17 @@ class _Appender:
 
 
 def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
-                   resume: bool = False) -> dict | None:
+                   resume: bool = False, inputs=()) -> dict | None:
     """Check the output location; return the unfinished store's meta when resuming.
 
     A complete store is replaced only with ``overwrite``; an unfinished one is continued
-    with ``resume`` and otherwise removed (a clean restart). Anything else at the URL is
-    left alone unless ``overwrite``.
+    with ``resume`` and otherwise removed (a clean restart). ``overwrite`` also replaces an
+    empty directory. Anything else at the URL (a file, a directory that is not a streamsvm
+    store) is left alone, as is any location that is, contains or lies inside one of
+    ``inputs``: those raise before anything is deleted.
     """
     fs, path = url_to_fs(url, storage_options)
+    _check_not_an_input(url, inputs, storage_options)
     meta = read_meta(url, storage_options)
     if meta is not None and not meta.get("complete"):
         if resume:
@@ -92,12 +96,59 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
         fs.rm(path, recursive=True)
         return None
     if fs.exists(path):
+        empty_dir = meta is None and fs.isdir(path) and not fs.ls(path, detail=False)
+        if meta is None and not empty_dir:
+            raise StoreExistsError(
+                f"output {url!r} exists and is not a streamsvm store: {_describe(fs, path)}. "
+                f"It is left alone (--overwrite replaces only a streamsvm store or an empty "
+                f"directory); remove it or choose another output")
         if not overwrite:
-            what = "a complete streamsvm store" if meta is not None else "something"
+            what = "a complete streamsvm store" if meta is not None else "an empty directory"
             raise StoreExistsError(f"output {url!r} already exists ({what}); pass --overwrite "
                                    f"(overwrite=True) to replace it")
         fs.rm(path, recursive=True)
     return None
+
+
+def _describe(fs, path: str) -> str:
+    """What is at ``path`` (a file, a Zarr node, a directory), in a few words."""
+    if not fs.isdir(path):
+        return f"a file of {fs.size(path):,} bytes"
+    if fs.exists(join_url(path, "zarr.json")):
+        return f"a Zarr node without '{ATTRS_KEY}' attributes"
+    names = sorted(n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False))
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    entries = "entry" if len(names) == 1 else "entries"
+    return f"a directory holding {len(names)} {entries} ({shown})"
+
+
+def _location(url: str, storage_options) -> tuple[str, str, str]:
+    """``(protocol, normalized path, separator)``: local paths fully resolved (symlinks,
+    ``..``, relative), URLs as fsspec normalizes them."""
+    fs, path = url_to_fs(url, storage_options)
+    if is_local(url):
+        return "file", os.path.realpath(path), os.sep
+    proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return proto, path.rstrip("/"), "/"
+
+
+def _check_not_an_input(url: str, inputs, storage_options) -> None:
+    """Refuse an output that is, contains or lies inside an input (whatever ``overwrite``)."""
+    proto, out, sep = _location(url, storage_options)
+    for inp in inputs:
+        proto_i, path, _ = _location(inp, storage_options)
+        if proto_i != proto:
+            continue
+        if path == out:
+            how = "is the input"
+        elif path.startswith(out.rstrip(sep) + sep):
+            how = "contains the input"
+        elif out.startswith(path.rstrip(sep) + sep):
+            how = "lies inside the input"
+        else:
+            continue
+        raise InvalidParameterError(f"output {url!r} {how} {inp!r}, which would be "
+                                    f"destroyed: choose another output location")
 
 
 class StoreWriter:

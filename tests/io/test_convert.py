@@ -296,3 +296,81 @@ def test_write_store_refuses_non_finite_values(value, dtype, match, tmp_path):
     X[2, 1] = 3.4028235e38
     assert write_store(tmp_path / "s.zarr", X, [1, -1, 1]).read_chunk(0).data[2] == \
         np.finfo(np.float32).max
+
+
+def _tree(path):
+    """Every file under ``path`` with its bytes (or the file's bytes)."""
+    path = pathlib.Path(path)
+    if path.is_file():
+        return {".": path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file()}
+
+
+def test_overwrite_replaces_only_streamsvm_stores(tmp_path):
+    import zarr
+    p = _write(tmp_path / "t.svm", "1 1:1\n-1 2:1\n")
+    (tmp_path / "mine").mkdir()
+    _write(tmp_path / "mine" / "notes.txt", "keep me")
+    _write(tmp_path / "file.txt", "keep me too")
+    zarr.open_group(str(tmp_path / "plain.zarr"), mode="w").attrs["other"] = 1
+    for name, what in [("mine", "a directory holding 1 entry (notes.txt)"),
+                       ("file.txt", "a file of 11 bytes"),
+                       ("plain.zarr", "a Zarr node without 'streamsvm' attributes")]:
+        before = _tree(tmp_path / name)
+        for overwrite in (False, True):
+            with pytest.raises(StoreExistsError) as info:
+                convert(p, str(tmp_path / name), overwrite=overwrite)
+            assert what in str(info.value) and "left alone" in str(info.value)
+        assert _tree(tmp_path / name) == before
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreExistsError, match="empty directory.*--overwrite"):
+        convert(p, str(tmp_path / "empty"))
+    assert convert(p, str(tmp_path / "empty"), overwrite=True).n_rows == 2
+    assert convert(p, str(tmp_path / "empty"), overwrite=True).n_rows == 2   # a store now
+
+
+def test_output_that_is_or_holds_an_input_is_refused(tmp_path):
+    p = _write(tmp_path / "t.svm", "1 1:1\n-1 2:1\n")
+    (tmp_path / "link.svm").symlink_to(tmp_path / "t.svm")
+    store = tmp_path / "s.zarr"
+    convert(p, str(store))
+    inner = _write(store / "inner.svm", "1 3:1\n")       # an input kept inside a store
+    before = _tree(tmp_path)
+    cases = [
+        (p, p, "is the input"),
+        (str(tmp_path / "link.svm"), p, "is the input"),              # through a symlink
+        (str(tmp_path / "t*.svm"), f"{tmp_path}/x/../t.svm", "is the input"),   # a glob
+        (p, f"file://{p}", "is the input"),
+        (inner, str(store), "contains the input"),
+        (p, f"{p}/out.zarr", "lies inside the input"),
+    ]
+    for inp, out, how in cases:
+        with pytest.raises(InvalidParameterError, match=how):
+            convert(inp, out, overwrite=True)
+    assert _tree(tmp_path) == before
+
+
+def test_output_that_is_an_input_url_is_refused():
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/i10/t.svm", b"1 1:1\n-1 2:1\n")
+    try:
+        for out in ("memory://i10/t.svm", "memory:///i10/t.svm/", "memory://i10"):
+            with pytest.raises(InvalidParameterError, match="the input 'memory://i10/t.svm'"):
+                convert("memory://i10/t.svm", out, overwrite=True)
+        assert fs.cat("/i10/t.svm") == b"1 1:1\n-1 2:1\n"
+    finally:
+        fs.rm("/i10", recursive=True)
+
+
+def test_write_store_overwrites_only_stores(tmp_path):
+    from streamsvm.io._writer import write_store
+    X = sp.csr_matrix(np.eye(3))
+    (tmp_path / "d").mkdir()
+    _write(tmp_path / "d" / "data.csv", "1,2,3\n")
+    with pytest.raises(StoreExistsError, match="data.csv.*left alone"):
+        write_store(tmp_path / "d", X, [1, -1, 1], overwrite=True)
+    assert (tmp_path / "d" / "data.csv").read_text() == "1,2,3\n"
+    write_store(tmp_path / "s.zarr", X, [1, -1, 1])
+    assert write_store(tmp_path / "s.zarr", X[:2], [1, -1], overwrite=True).n_rows == 2
