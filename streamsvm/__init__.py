@@ -2,7 +2,7 @@
 
 from .exceptions import (CheckpointError, ConvergenceWarning, FormatError, IncompleteStoreError,
                          InvalidParameterError, StoreError, StoreExistsError, StoreNotFoundError,
-                         StreamSVMError)
+                         StoreWriteError, StreamSVMError)
 from .estimators import LinearSVC
 from .exceptions import NotFittedError
 from .io import Chunk, InMemoryStore, Store, convert, open_store
@@ -14,5 +14,5 @@ __all__ = [
     "convert", "open_store", "LinearSVC", "load_model", "LinearModel", "Chunk", "Store",
     "InMemoryStore", "NotFittedError",
     "StreamSVMError", "FormatError", "StoreError", "StoreNotFoundError", "StoreExistsError",
-    "IncompleteStoreError", "InvalidParameterError", "CheckpointError", "ConvergenceWarning",
+    "StoreWriteError", "IncompleteStoreError", "InvalidParameterError", "CheckpointError", "ConvergenceWarning",
 ]

@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 
-from ..exceptions import FormatError, InvalidParameterError
+from ..exceptions import FormatError, InvalidParameterError, StoreWriteError
 from ._parse import FLOAT32_MAX_VALUE, parse_block
 from ._shuffle import Shuffler
 from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
-from ._writer import StoreWriter, prepare_output
+from ._writer import StoreWriter, clean_failed_output, prepare_output, write_errors
 
 __all__ = ["convert"]
 
@@ -141,20 +141,19 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                "task": task, "sort_indices": bool(sort_indices)}
     source = {"files": [{"url": f.url, "size": f.size, "compression": f.compression}
                         for f in files]}
-    resume_meta = prepare_output(output, storage_options, overwrite=overwrite, resume=resume,
-                                 inputs=[f.url for f in files])
-    if resume_meta is not None and (resume_meta.get("options") != options
-                                    or resume_meta.get("source") != source or shuffle):
-        why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
-        log.warning("cannot resume the unfinished store at %s (%s): restarting", output, why)
-        prepare_output(output, storage_options, overwrite=True)
-        resume_meta = None
-    elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
-        prepare_output(output, storage_options, overwrite=True)
-        resume_meta = None
-    writer = StoreWriter(output, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,
-                         storage_options=storage_options, options=options, source=source,
-                         resume_meta=resume_meta)
+    with write_errors(f"the store {output!r}"):
+        resume_meta = prepare_output(output, storage_options, overwrite=overwrite,
+                                     resume=resume, inputs=[f.url for f in files])
+        if resume_meta is not None and (resume_meta.get("options") != options
+                                        or resume_meta.get("source") != source or shuffle):
+            why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
+            log.warning("cannot resume the unfinished store at %s (%s): restarting", output,
+                        why)
+            prepare_output(output, storage_options, overwrite=True)
+            resume_meta = None
+        elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
+            prepare_output(output, storage_options, overwrite=True)
+            resume_meta = None
     bounds = _Bounds(zb, n_features, index_dtype)
     start = (0, 0, 1, 0)
     crcs = [0] * len(files)
@@ -164,12 +163,18 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         crcs = list(inp["crcs"])
         bounds.decided, bounds.zero = True, inp["zero"]
         log.info("resuming %s at %s line %d (%d rows already written)", output,
-                 files[inp["file"]].url, inp["line"], writer.st["rows_done"])
+                 files[inp["file"]].url, inp["line"], resume_meta["progress"]["rows_done"])
     total = sum(f.size for f in files) if all(f.compression is None for f in files) else None
     bar = _progress_bar(progress, total, start[1] if start[0] == 0 else None)
     t0 = time.perf_counter()
-    sink = _WriterThread(writer)
+    sink = None
     try:
+        # From here on the output is this conversion's own: a failed write tidies it up.
+        with write_errors(f"the store {output!r}"):
+            writer = StoreWriter(output, chunk_rows=chunk_rows, dtype=dtype,
+                                 index_dtype=index_dtype, storage_options=storage_options,
+                                 options=options, source=source, resume_meta=resume_meta)
+        sink = _WriterThread(writer)
         blocks = _parsed_blocks(files, storage_options, start, bounds, sort_indices,
                                 block_bytes, crcs, index_dtype, dtype)
         if shuffle:
@@ -186,10 +191,18 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                     next_save += progress_bytes
                     sink.put(("progress", pos, None))
         sink.close()
-        store = writer.finish(n_features=n_features, task=task, source_name=", ".join(inputs),
-                              extra_source={"crc32": crcs})
+        with write_errors(f"the store {output!r}"):
+            store = writer.finish(n_features=n_features, task=task,
+                                  source_name=", ".join(inputs), extra_source={"crc32": crcs})
+    except StoreWriteError as exc:
+        if sink is not None:
+            sink.abort()
+        err = StoreWriteError(f"{exc}; {clean_failed_output(output, storage_options)}")
+        err.errno = exc.errno
+        raise err from exc.__cause__
     except BaseException:
-        sink.abort()
+        if sink is not None:
+            sink.abort()
         raise
     finally:
         if bar is not None:
@@ -279,10 +292,11 @@ class _WriterThread:
                 continue
             kind, payload, src = item
             try:
-                if kind == "rows":
-                    self.writer.append(*payload, source_pos=src)
-                else:
-                    self.writer.save_progress(payload)
+                with write_errors(f"the store {self.writer.url!r}"):
+                    if kind == "rows":
+                        self.writer.append(*payload, source_pos=src)
+                    else:
+                        self.writer.save_progress(payload)
             except BaseException as exc:
                 self.error = exc
 

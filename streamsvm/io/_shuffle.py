@@ -16,6 +16,8 @@ import tempfile
 
 import numpy as np
 
+from ._writer import write_errors
+
 __all__ = ["Shuffler"]
 
 _HEADER = np.dtype([("n", "<i8"), ("nnz", "<i8")])
@@ -41,17 +43,37 @@ class Shuffler:
         self.seed = int(seed)
         self.index_dtype, self.dtype = np.dtype(index_dtype), np.dtype(dtype)
         self.budget = int(budget_bytes)
-        if scratch_dir is not None:
-            os.makedirs(scratch_dir, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix="streamsvm-shuffle-", dir=scratch_dir)
-        self._files = [open(os.path.join(self.dir, f"b{k:05d}"), "wb")
-                       for k in range(self.n_buckets)]
+        self.dir = scratch_dir if scratch_dir is not None else tempfile.gettempdir()
+        self._files = []
+        with self._errors():
+            if scratch_dir is not None:
+                os.makedirs(scratch_dir, exist_ok=True)
+            self.dir = tempfile.mkdtemp(prefix="streamsvm-shuffle-", dir=scratch_dir)
+        try:
+            with self._errors():
+                for k in range(self.n_buckets):
+                    self._files.append(open(os.path.join(self.dir, f"b{k:05d}"), "wb"))
+        except BaseException:
+            self.close()
+            raise
         self.rows_in = 0
 
+    def _errors(self):
+        """Disk errors on the scratch files as a StoreWriteError naming the directory."""
+        return write_errors(f"the shuffle's scratch files in {self.dir!r}",
+                            hint="; free space there or pass --scratch-dir (scratch_dir=) "
+                                 "on a larger disk")
+
     def close(self) -> None:
-        for f in self._files:
-            f.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Close and remove the scratch files, even after a write error (a full disk)."""
+        try:
+            for f in self._files:
+                try:
+                    f.close()
+                except OSError:      # flushing to a full disk: removed below anyway
+                    pass
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -64,19 +86,21 @@ class Shuffler:
         """Send the rows of one parsed block to their buckets."""
         rng = np.random.default_rng([self.seed, 1, block_index])
         bucket = rng.integers(0, self.n_buckets, size=len(labels))
-        _write_by_bucket(self._files, bucket, self.n_buckets, labels, indptr,
-                         indices.astype(self.index_dtype, copy=False),
-                         values.astype(self.dtype, copy=False))
+        with self._errors():
+            _write_by_bucket(self._files, bucket, self.n_buckets, labels, indptr,
+                             indices.astype(self.index_dtype, copy=False),
+                             values.astype(self.dtype, copy=False))
         self.rows_in += len(labels)
 
     # -- pass 2 ----------------------------------------------------------------------
     def gather(self):
         """Yield ``(labels, indptr, indices, values)`` bucket by bucket, rows permuted."""
-        for f in self._files:
-            f.close()
-        for k in range(self.n_buckets):
-            path = os.path.join(self.dir, f"b{k:05d}")
-            yield from self._gather_file(path, (k,))
+        with self._errors():
+            for f in self._files:
+                f.close()
+            for k in range(self.n_buckets):
+                path = os.path.join(self.dir, f"b{k:05d}")
+                yield from self._gather_file(path, (k,))
 
     def _gather_file(self, path: str, key: tuple):
         """Yield the rows of one bucket file, permuted; the file is removed afterwards."""

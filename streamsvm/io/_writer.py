@@ -11,18 +11,21 @@ last thing written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 
 import numpy as np
 
-from ..exceptions import FormatError, InvalidParameterError, StoreExistsError
+from ..exceptions import (FormatError, InvalidParameterError, StoreExistsError,
+                          StoreWriteError, StreamSVMError)
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
 from ._urls import is_local, join_url, url_to_fs
 
-__all__ = ["StoreWriter", "write_store", "prepare_output"]
+__all__ = ["StoreWriter", "write_store", "prepare_output", "write_errors",
+           "clean_failed_output"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +152,46 @@ def _check_not_an_input(url: str, inputs, storage_options) -> None:
             continue
         raise InvalidParameterError(f"output {url!r} {how} {inp!r}, which would be "
                                     f"destroyed: choose another output location")
+
+
+@contextlib.contextmanager
+def write_errors(what: str, hint: str = ""):
+    """Turn an ``OSError`` raised while writing ``what`` (no space left, a read-only file
+    system, ...) into a :class:`StoreWriteError` naming it and the operating system's reason."""
+    try:
+        yield
+    except StreamSVMError:
+        raise
+    except OSError as exc:
+        err = StoreWriteError(f"cannot write {what}: {exc.strerror or exc}{hint}")
+        err.errno = exc.errno
+        raise err from exc
+
+
+def clean_failed_output(url: str, storage_options=None) -> str:
+    """After a failed write, tidy the unfinished store at ``url``; say what was done.
+
+    Zarr's temporary ``*.partial`` files are removed. The store is kept when it has a resume
+    point (``convert --resume`` continues it once there is space again) and removed otherwise.
+    Call it only for a store this conversion created or continued.
+    """
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        partial = [f for f in fs.find(path) if f.endswith(".partial")]
+        if partial:
+            fs.rm(partial)
+        meta = read_meta(url, storage_options)
+        progress = (meta or {}).get("progress") or {}
+        if meta is not None and not meta.get("complete") and progress.get("input"):
+            return (f"the unfinished store keeps its resume point ({progress['rows_done']:,} "
+                    f"rows written): free space, then run the same command with --resume to "
+                    f"continue")
+        if not fs.exists(path):
+            return "no store was left behind"
+        fs.rm(path, recursive=True)
+        return "the unfinished store was removed"
+    except (OSError, StreamSVMError) as exc:
+        return f"the unfinished store could not be removed ({exc}): delete {url!r} yourself"
 
 
 class StoreWriter:
