@@ -22,7 +22,7 @@ import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError, StoreWriteError
 from ._parse import FLOAT32_MAX_VALUE, parse_block
-from ._shuffle import Shuffler
+from ._shuffle import Shuffler, bucket_bytes
 from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
 from ._writer import StoreWriter, clean_failed_output, prepare_output, write_errors
 
@@ -241,12 +241,13 @@ def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_by
 
 def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scratch_dir, bar):
     est = sum(f.size * (1 if f.compression is None else 5) for f in files)
-    n_buckets = max(1, int(np.ceil(est / budget)))
+    n_buckets = max(1, int(np.ceil(est / bucket_bytes(budget))))
     with Shuffler(n_buckets, seed, index_dtype=index_dtype, dtype=dtype, budget_bytes=budget,
                   scratch_dir=scratch_dir) as sh:
         for blk, parsed, _ in blocks:
             sh.scatter(blk.index, *parsed)
             _advance(bar, len(blk.data), writer, rows=len(parsed[0]))
+        blk = parsed = None                   # the budget is the buckets' from here on
         if bar is not None:
             bar.set_description("shuffle: writing buckets")
         for part in sh.gather():

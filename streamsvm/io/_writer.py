@@ -44,37 +44,47 @@ def _compressors():
 
 
 class _Appender:
-    """Append 1-D data to a zarr array, writing only whole shards until :meth:`flush`."""
+    """Append 1-D data to a zarr array, writing only whole shards until :meth:`flush`.
+
+    Appended values are copied into one shard-sized buffer, allocated once, that is written
+    when it reaches the next shard boundary; an append that holds whole shards itself, with
+    the buffer empty, is written straight from its own memory.
+    """
 
     def __init__(self, array, shard: int, pos: int = 0):
         self.array, self.shard, self.pos = array, shard, pos
-        self.pending: list[np.ndarray] = []
-        self.n_pending = 0
+        self.n_pending = 0          # values in the buffer, to be written at ``pos``
+        self._buf = None
 
     def append(self, values: np.ndarray) -> None:
-        if len(values):
-            self.pending.append(values)
-            self.n_pending += len(values)
-        next_boundary = (self.pos // self.shard + 1) * self.shard
-        if self.pos + self.n_pending >= next_boundary:
-            full = (self.pos + self.n_pending) // self.shard * self.shard
-            self._write(full - self.pos)
+        while len(values):
+            room = (self.pos // self.shard + 1) * self.shard - self.pos   # to the boundary
+            if self.n_pending == 0 and len(values) >= room:
+                n = room + (len(values) - room) // self.shard * self.shard
+                self._write(values[:n])
+                values = values[n:]
+                continue
+            if self._buf is None:
+                self._buf = np.empty(self.shard, dtype=self.array.dtype)
+            take = min(room - self.n_pending, len(values))
+            self._buf[self.n_pending:self.n_pending + take] = values[:take]
+            self.n_pending += take
+            values = values[take:]
+            if self.n_pending == room:
+                self._write(self._buf[:room])
 
-    def _write(self, n: int) -> None:
-        buf = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
-        end = self.pos + n
+    def _write(self, data: np.ndarray) -> None:
+        end = self.pos + len(data)
         if self.array.shape[0] < end:
             self.array.resize((end,))
-        self.array[self.pos:end] = buf[:n]
-        rest = buf[n:]
-        self.pending = [rest] if len(rest) else []
-        self.n_pending = len(rest)
+        self.array[self.pos:end] = data
         self.pos = end
+        self.n_pending = 0
 
     def flush(self) -> None:
         """Write everything pending (a partial shard; later appends rewrite it)."""
         if self.n_pending:
-            self._write(self.n_pending)
+            self._write(self._buf[:self.n_pending])
         if self.array.shape[0] != self.pos:
             self.array.resize((self.pos,))
 

@@ -374,3 +374,24 @@ def test_write_store_overwrites_only_stores(tmp_path):
     assert (tmp_path / "d" / "data.csv").read_text() == "1,2,3\n"
     write_store(tmp_path / "s.zarr", X, [1, -1, 1])
     assert write_store(tmp_path / "s.zarr", X[:2], [1, -1], overwrite=True).n_rows == 2
+
+
+def test_appender_writes_every_value_once_in_order(tmp_path):
+    """Pieces smaller and larger than a shard, flushes mid-shard (resume points)."""
+    import zarr
+    from streamsvm.io._writer import _Appender
+    arr = zarr.create_array(str(tmp_path / "a.zarr"), shape=(0,), dtype="int64", chunks=(4,),
+                            shards=(8,), fill_value=-1)
+    app = _Appender(arr, 8)
+    rng = np.random.default_rng(0)
+    expected = []
+    for step in range(60):
+        piece = np.arange(len(expected), len(expected) + rng.integers(0, 20))
+        app.append(piece)
+        expected.extend(piece.tolist())
+        assert app.pos % 8 == 0 or app.pos == arr.shape[0]   # only whole shards, or flushed
+        if step % 7 == 3:
+            app.flush()
+            np.testing.assert_array_equal(arr[:], expected)
+    app.flush()
+    np.testing.assert_array_equal(arr[:], expected)
