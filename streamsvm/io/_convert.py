@@ -115,14 +115,27 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     sort_indices : bool
         Repair unsorted indices within a line instead of rejecting them.
     overwrite, resume : bool
-        Replace an existing store; continue an unfinished conversion.
+        Replace an existing store (only a streamsvm store or an empty directory, never an
+        input); continue an unfinished conversion.
     storage_options : dict, optional
         fsspec options for inputs and output (e.g. S3 endpoint and credentials).
+    shuffle_memory : int, default 256 MiB
+        Memory the shuffle holds: one loaded bucket and the permuted pieces cut from it.
 
     Returns
     -------
     Store
         The opened, complete store.
+
+    Raises
+    ------
+    FormatError
+        Malformed input, or a value that overflows float32 in a float32 store.
+    StoreExistsError
+        Something is at ``output`` that ``overwrite`` may not replace.
+    StoreWriteError
+        The store or the shuffle's scratch files could not be written (disk full,
+        read-only); the unfinished store is removed unless it has a resume point.
 
     Examples
     --------
