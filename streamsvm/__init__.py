@@ -14,5 +14,6 @@ __all__ = [
     "convert", "open_store", "LinearSVC", "load_model", "LinearModel", "Chunk", "Store",
     "InMemoryStore", "NotFittedError",
     "StreamSVMError", "FormatError", "StoreError", "StoreNotFoundError", "StoreExistsError",
-    "StoreWriteError", "IncompleteStoreError", "InvalidParameterError", "CheckpointError", "ConvergenceWarning",
+    "StoreWriteError", "IncompleteStoreError", "InvalidParameterError", "CheckpointError",
+    "ConvergenceWarning",
 ]
