@@ -3,7 +3,7 @@
 from . import _numba_cache  # noqa: F401  (first: numba's cache directory, before any kernel)
 from .exceptions import (CheckpointError, ConvergenceWarning, FormatError, IncompleteStoreError,
                          InvalidParameterError, StoreError, StoreExistsError, StoreNotFoundError,
-                         StreamSVMError)
+                         StoreWriteError, StreamSVMError)
 from .estimators import LinearSVC
 from .exceptions import NotFittedError
 from .io import Chunk, InMemoryStore, Store, convert, open_store
@@ -15,5 +15,6 @@ __all__ = [
     "convert", "open_store", "LinearSVC", "load_model", "LinearModel", "Chunk", "Store",
     "InMemoryStore", "NotFittedError",
     "StreamSVMError", "FormatError", "StoreError", "StoreNotFoundError", "StoreExistsError",
-    "IncompleteStoreError", "InvalidParameterError", "CheckpointError", "ConvergenceWarning",
+    "StoreWriteError", "IncompleteStoreError", "InvalidParameterError", "CheckpointError",
+    "ConvergenceWarning",
 ]

@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--scratch-dir", default=None,
                    help="local directory for --shuffle buckets (default: system temp dir)")
     c.add_argument("--shuffle-memory", default="256MB",
-                   help="largest shuffle bucket held in memory (default 256MB)")
+                   help="memory the shuffle holds: one bucket and the pieces cut from it "
+                        "(default 256MB; smaller means more scratch files)")
     c.add_argument("--resume-every", default="512MB",
                    help="text between resume points that --resume continues from (default "
                         "512MB; each costs one flush of partial shards)")

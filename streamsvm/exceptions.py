@@ -13,6 +13,7 @@ __all__ = [
     "StoreError",
     "StoreNotFoundError",
     "StoreExistsError",
+    "StoreWriteError",
     "IncompleteStoreError",
     "StoreCorruptError",
     "InvalidParameterError",
@@ -67,6 +68,11 @@ class StoreNotFoundError(StreamSVMError, FileNotFoundError):
 
 class StoreExistsError(StreamSVMError, FileExistsError):
     """The output already exists and overwriting was not requested."""
+
+
+class StoreWriteError(StoreError, OSError):
+    """The store, or the shuffle's scratch files, could not be written (no space left on the
+    device, a read-only file system, no permission). ``errno`` is the operating system's."""
 
 
 class IncompleteStoreError(StoreError):

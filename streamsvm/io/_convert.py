@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 
-from ..exceptions import FormatError, InvalidParameterError
-from ._parse import parse_block
-from ._shuffle import Shuffler
+from ..exceptions import FormatError, InvalidParameterError, StoreWriteError
+from ._parse import FLOAT32_MAX_VALUE, parse_block
+from ._shuffle import Shuffler, bucket_bytes
 from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
-from ._writer import StoreWriter, prepare_output
+from ._writer import StoreWriter, clean_failed_output, prepare_output, write_errors
 
 __all__ = ["convert"]
 
@@ -115,14 +115,27 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     sort_indices : bool
         Repair unsorted indices within a line instead of rejecting them.
     overwrite, resume : bool
-        Replace an existing store; continue an unfinished conversion.
+        Replace an existing store (only a streamsvm store or an empty directory, never an
+        input); continue an unfinished conversion.
     storage_options : dict, optional
         fsspec options for inputs and output (e.g. S3 endpoint and credentials).
+    shuffle_memory : int, default 256 MiB
+        Memory the shuffle holds: one loaded bucket and the permuted pieces cut from it.
 
     Returns
     -------
     Store
         The opened, complete store.
+
+    Raises
+    ------
+    FormatError
+        Malformed input, or a value that overflows float32 in a float32 store.
+    StoreExistsError
+        Something is at ``output`` that ``overwrite`` may not replace.
+    StoreWriteError
+        The store or the shuffle's scratch files could not be written (disk full,
+        read-only); the unfinished store is removed unless it has a resume point.
 
     Examples
     --------
@@ -141,19 +154,19 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                "task": task, "sort_indices": bool(sort_indices)}
     source = {"files": [{"url": f.url, "size": f.size, "compression": f.compression}
                         for f in files]}
-    resume_meta = prepare_output(output, storage_options, overwrite=overwrite, resume=resume)
-    if resume_meta is not None and (resume_meta.get("options") != options
-                                    or resume_meta.get("source") != source or shuffle):
-        why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
-        log.warning("cannot resume the unfinished store at %s (%s): restarting", output, why)
-        prepare_output(output, storage_options, overwrite=True)
-        resume_meta = None
-    elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
-        prepare_output(output, storage_options, overwrite=True)
-        resume_meta = None
-    writer = StoreWriter(output, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,
-                         storage_options=storage_options, options=options, source=source,
-                         resume_meta=resume_meta)
+    with write_errors(f"the store {output!r}"):
+        resume_meta = prepare_output(output, storage_options, overwrite=overwrite,
+                                     resume=resume, inputs=[f.url for f in files])
+        if resume_meta is not None and (resume_meta.get("options") != options
+                                        or resume_meta.get("source") != source or shuffle):
+            why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
+            log.warning("cannot resume the unfinished store at %s (%s): restarting", output,
+                        why)
+            prepare_output(output, storage_options, overwrite=True)
+            resume_meta = None
+        elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
+            prepare_output(output, storage_options, overwrite=True)
+            resume_meta = None
     bounds = _Bounds(zb, n_features, index_dtype)
     start = (0, 0, 1, 0)
     crcs = [0] * len(files)
@@ -163,13 +176,20 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         crcs = list(inp["crcs"])
         bounds.decided, bounds.zero = True, inp["zero"]
         log.info("resuming %s at %s line %d (%d rows already written)", output,
-                 files[inp["file"]].url, inp["line"], writer.st["rows_done"])
+                 files[inp["file"]].url, inp["line"], resume_meta["progress"]["rows_done"])
     total = sum(f.size for f in files) if all(f.compression is None for f in files) else None
+    rows_done = resume_meta["progress"]["rows_done"] if resume_meta is not None else 0
     bar = _Progress(_progress_bar(progress, total, start[1] if start[0] == 0 else None),
-                    rows=writer.st["rows_done"])
+                    rows=rows_done)
     t0 = time.perf_counter()
-    sink = _WriterThread(writer)
+    sink = None
     try:
+        # From here on the output is this conversion's own: a failed write tidies it up.
+        with write_errors(f"the store {output!r}"):
+            writer = StoreWriter(output, chunk_rows=chunk_rows, dtype=dtype,
+                                 index_dtype=index_dtype, storage_options=storage_options,
+                                 options=options, source=source, resume_meta=resume_meta)
+        sink = _WriterThread(writer)
         blocks = _parsed_blocks(files, storage_options, start, bounds, sort_indices,
                                 block_bytes, crcs, index_dtype, dtype)
         if shuffle:
@@ -186,10 +206,18 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                     next_save += progress_bytes
                     sink.put(("progress", pos, None))
         sink.close()
-        store = writer.finish(n_features=n_features, task=task, source_name=", ".join(inputs),
-                              extra_source={"crc32": crcs})
+        with write_errors(f"the store {output!r}"):
+            store = writer.finish(n_features=n_features, task=task,
+                                  source_name=", ".join(inputs), extra_source={"crc32": crcs})
+    except StoreWriteError as exc:
+        if sink is not None:
+            sink.abort()
+        err = StoreWriteError(f"{exc}; {clean_failed_output(output, storage_options)}")
+        err.errno = exc.errno
+        raise err from exc.__cause__
     except BaseException:
-        sink.abort()
+        if sink is not None:
+            sink.abort()
         raise
     finally:
         bar.close()
@@ -202,15 +230,18 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
 def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs,
                    index_dtype, dtype):
     """Yield ``(TextBlock, (labels, indptr, indices, values), resume_position)``."""
+    # float32 would turn larger values into inf: they are errors, not silently stored
+    max_value = FLOAT32_MAX_VALUE if np.dtype(dtype) == np.float32 else np.inf
     for blk in iter_blocks(files, storage_options, start=start, block_bytes=block_bytes):
         lo, hi = bounds.limits()
         parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line, min_index=lo,
-                             max_index=hi, sort_indices=sort_indices)
+                             max_index=hi, sort_indices=sort_indices, max_value=max_value)
         if not bounds.decided:
             bounds.decide(parsed, blk.url)
             lo, hi = bounds.limits()
             parsed = parse_block(blk.data, file=blk.url, first_line=blk.first_line,
-                                 min_index=lo, max_index=hi, sort_indices=sort_indices)
+                                 min_index=lo, max_index=hi, sort_indices=sort_indices,
+                                 max_value=max_value)
         indices = parsed.indices
         if not bounds.zero:          # parse_block's arrays are fresh: shift in place
             np.subtract(indices, 1, out=indices)
@@ -224,12 +255,13 @@ def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_by
 
 def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scratch_dir, bar):
     est = sum(f.size * (1 if f.compression is None else 5) for f in files)
-    n_buckets = max(1, int(np.ceil(est / budget)))
+    n_buckets = max(1, int(np.ceil(est / bucket_bytes(budget))))
     with Shuffler(n_buckets, seed, index_dtype=index_dtype, dtype=dtype, budget_bytes=budget,
                   scratch_dir=scratch_dir) as sh:
         for blk, parsed, _ in blocks:
             sh.scatter(blk.index, *parsed)
             bar.advance(len(blk.data), len(parsed[0]))
+        blk = parsed = None                   # the budget is the buckets' from here on
         bar.start_gather()
         for part in sh.gather():
             sink.put(("rows", part, "shuffle bucket"))
@@ -311,10 +343,11 @@ class _WriterThread:
                 continue
             kind, payload, src = item
             try:
-                if kind == "rows":
-                    self.writer.append(*payload, source_pos=src)
-                else:
-                    self.writer.save_progress(payload)
+                with write_errors(f"the store {self.writer.url!r}"):
+                    if kind == "rows":
+                        self.writer.append(*payload, source_pos=src)
+                    else:
+                        self.writer.save_progress(payload)
             except BaseException as exc:
                 self.error = exc
 

@@ -9,7 +9,8 @@ empty row. ``qid:N`` right after the label is accepted and ignored.
 
 Errors: the kernel stops at the first bad token and returns its byte range; Python then
 raises :class:`~streamsvm.exceptions.FormatError` naming the file, the 1-based line and byte
-column, and the token text.
+column, and the token text. Values are checked against a largest magnitude (``max_value``)
+so that a float32 store never receives a value that its dtype turns into inf.
 
 Floats are correctly rounded, bit-identical to Python's ``float(token)`` (and so to
 scikit-learn's ``load_svmlight_file``): the kernel uses Clinger's exact fast path (at most
@@ -28,7 +29,7 @@ import numpy as np
 from ..exceptions import FormatError, InvalidParameterError
 from ..kernels._jit import kernel_inline
 
-__all__ = ["ParsedBlock", "parse_block", "INDEX_LIMIT", "NO_MIN_INDEX"]
+__all__ = ["ParsedBlock", "parse_block", "INDEX_LIMIT", "NO_MIN_INDEX", "FLOAT32_MAX_VALUE"]
 
 INDEX_LIMIT = 1 << 62
 """Largest index the parser can represent; pass it as ``max_index`` for "no limit"."""
@@ -36,13 +37,18 @@ INDEX_LIMIT = 1 << 62
 NO_MIN_INDEX = int(np.iinfo(np.int64).max)
 """``ParsedBlock.min_index`` of a block without any feature."""
 
+FLOAT32_MAX_VALUE = float(np.nextafter(2.0**128 - 2.0**103, 0.0))
+"""Largest float64 magnitude that float32 rounds to a finite number (to its largest value,
+3.4028235e38): from ``2**128 - 2**103``, halfway to the next power of two, ``np.float32``
+gives inf. Pass it as ``max_value`` for a float32 store."""
+
 _POW10 = np.array([float(10**k) for k in range(23)])  # exact: 10**22 < 2**53 * 2**22
 
 # Status of _parse_number.
 _OK, _SLOW, _BAD = 0, 1, 2
 # Error codes written to out_state[_S_CODE].
 (_E_NONE, _E_LABEL, _E_PAIR, _E_QID, _E_OVERFLOW, _E_NEGATIVE, _E_BELOW, _E_ABOVE,
- _E_UNSORTED, _E_DUPLICATE, _E_DUPLICATE_SORTED) = range(11)
+ _E_UNSORTED, _E_DUPLICATE, _E_DUPLICATE_SORTED, _E_VALUE) = range(12)
 # Slots of out_state.
 _S_ROWS, _S_NNZ, _S_SLOW, _S_CODE, _S_START, _S_END, _S_AUX, _S_MIN, _S_MAX = range(9)
 _N_STATE = 9
@@ -378,7 +384,7 @@ def _sort_pairs(out_indices, out_values, out_slow, lo, hi, slow_lo, slow_hi):
 
 
 @_kernel
-def _parse_pairs(buf, pos, n, min_index, max_index, sort_indices, pow10,
+def _parse_pairs(buf, pos, n, min_index, max_index, max_value, sort_indices, pow10,
                  out_indices, out_values, out_slow, out_state):
     """Parse the ``[qid:N] index:value ...`` part of one line, from ``pos`` to its end.
 
@@ -417,6 +423,8 @@ def _parse_pairs(buf, pos, n, min_index, max_index, sort_indices, pow10,
         val, end, status = _parse_number(buf, pos + 1, n, pow10)
         if status == _BAD or not _is_end(buf, end, n):
             return _fail(out_state, _E_PAIR, start, _token_end(buf, start, n), 0)
+        if abs(val) > max_value:     # slow-path values are checked by _convert_slow
+            return _fail(out_state, _E_VALUE, pos + 1, end, 0)
         if status == _SLOW:
             out_slow[n_slow, 0] = nnz
             out_slow[n_slow, 1] = pos + 1
@@ -439,8 +447,8 @@ def _parse_pairs(buf, pos, n, min_index, max_index, sort_indices, pow10,
 
 
 @_kernel
-def _parse_kernel(buf, min_index, max_index, sort_indices, pow10, out_labels, out_indptr,
-                  out_indices, out_values, out_slow, out_state):
+def _parse_kernel(buf, min_index, max_index, max_value, sort_indices, pow10, out_labels,
+                  out_indptr, out_indices, out_values, out_slow, out_state):
     """Parse a block of whole libsvm lines into CSR arrays.
 
     Parameters
@@ -448,6 +456,8 @@ def _parse_kernel(buf, min_index, max_index, sort_indices, pow10, out_labels, ou
     buf : ndarray of shape (n_bytes,), uint8
     min_index, max_index : int
         Allowed range of raw indices.
+    max_value : float
+        Largest allowed magnitude of a value (labels are not checked).
     sort_indices : bool
         Sort each line's pairs instead of rejecting unsorted ones.
     pow10 : ndarray of shape (23,), float64
@@ -488,8 +498,8 @@ def _parse_kernel(buf, min_index, max_index, sort_indices, pow10, out_labels, ou
             out_slow[s, 2] = end
             out_state[_S_SLOW] = s + 1
         out_labels[row] = val
-        pos = _parse_pairs(buf, end, n, min_index, max_index, sort_indices, pow10,
-                           out_indices, out_values, out_slow, out_state)
+        pos = _parse_pairs(buf, end, n, min_index, max_index, max_value, sort_indices,
+                           pow10, out_indices, out_values, out_slow, out_state)
         if pos < 0:
             break
         row += 1
@@ -503,7 +513,7 @@ def _parse_kernel(buf, min_index, max_index, sort_indices, pow10, out_labels, ou
 # ---------------------------------------------------------------------------------------
 
 def parse_block(buf, *, file: str, first_line: int, min_index: int, max_index: int,
-                sort_indices: bool = False) -> ParsedBlock:
+                sort_indices: bool = False, max_value: float = np.inf) -> ParsedBlock:
     """Parse a block of whole libsvm/svmlight lines into CSR arrays.
 
     Parameters
@@ -522,6 +532,10 @@ def parse_block(buf, *, file: str, first_line: int, min_index: int, max_index: i
     sort_indices : bool, default=False
         Sort each line's pairs by index instead of rejecting unsorted lines (duplicates
         are still rejected).
+    max_value : float, default=np.inf
+        Largest allowed magnitude of a value (labels are not checked):
+        :data:`FLOAT32_MAX_VALUE` for a float32 store, whose dtype would turn larger
+        values into inf. Non-finite values are always rejected.
 
     Returns
     -------
@@ -547,6 +561,9 @@ def parse_block(buf, *, file: str, first_line: int, min_index: int, max_index: i
         raise InvalidParameterError(
             f"need 0 <= min_index <= max_index <= 2**62, got min_index={min_index}, "
             f"max_index={max_index}")
+    if not max_value > 0:
+        raise InvalidParameterError(f"The 'max_value' parameter must be a float > 0. "
+                                    f"Got {max_value!r} instead.")
     arr = _as_uint8(buf)
     counts = np.zeros(2, dtype=np.int64)
     _count_bytes(arr, counts)
@@ -559,13 +576,14 @@ def parse_block(buf, *, file: str, first_line: int, min_index: int, max_index: i
     slow = np.empty((n_lines + 1 + n_colons, 3), dtype=np.int64)
     state = np.zeros(_N_STATE, dtype=np.int64)
     state[_S_MIN], state[_S_MAX] = NO_MIN_INDEX, -1
-    _parse_kernel(arr, min_index, max_index, bool(sort_indices), _POW10, labels, indptr,
-                  indices, values, slow, state)
+    _parse_kernel(arr, min_index, max_index, float(max_value), bool(sort_indices), _POW10,
+                  labels, indptr, indices, values, slow, state)
     n_rows, nnz, n_slow, code = (int(v) for v in state[[_S_ROWS, _S_NNZ, _S_SLOW, _S_CODE]])
-    errors = _convert_slow(arr, slow[:n_slow], labels, values)
+    errors = _convert_slow(arr, slow[:n_slow], labels, values, max_value)
     if code != _E_NONE:
         errors.append(_kernel_error(arr, code, *(int(v) for v in state[_S_START:_S_AUX + 1]),
-                                    min_index=min_index, max_index=max_index))
+                                    min_index=min_index, max_index=max_index,
+                                    max_value=max_value))
     if errors:
         offset, message = min(errors)
         line, column = _line_column(arr, offset, first_line)
@@ -589,8 +607,9 @@ def _as_uint8(buf) -> np.ndarray:
                     f"got {type(buf).__name__}")
 
 
-def _convert_slow(arr, slow, labels, values) -> list[tuple[int, str]]:
-    """Convert the listed tokens with ``float()``; return the first non-finite as an error."""
+def _convert_slow(arr, slow, labels, values, max_value) -> list[tuple[int, str]]:
+    """Convert the listed tokens with ``float()``; return the first non-finite value or
+    label, or value of magnitude above ``max_value``, as an error."""
     if len(slow) == 0:
         return []
     text = memoryview(arr)
@@ -599,13 +618,23 @@ def _convert_slow(arr, slow, labels, values) -> list[tuple[int, str]]:
     is_label = slot < 0
     labels[-1 - slot[is_label]] = x[is_label]
     values[slot[~is_label]] = x[~is_label]
-    bad = np.flatnonzero(~np.isfinite(x))
+    finite = np.isfinite(x)
+    bad = np.flatnonzero(~finite | (~is_label & (np.abs(x) > max_value)))
     if len(bad) == 0:
         return []
     k = bad[0]
+    tok = bytes(text[start[k]:end[k]])
+    if finite[k]:
+        return [(int(start[k]), _value_range_message(tok, max_value))]
     what = " as label" if is_label[k] else ""
-    tok = _quote(bytes(text[start[k]:end[k]]))
-    return [(int(start[k]), f"non-finite value {tok}{what} (overflows a float64)")]
+    return [(int(start[k]), f"non-finite value {_quote(tok)}{what} (overflows a float64)")]
+
+
+def _value_range_message(tok: bytes, max_value: float) -> str:
+    if max_value == FLOAT32_MAX_VALUE:
+        return (f"value {_quote(tok)} overflows float32 (largest 3.4028235e+38) and would be "
+                f"stored as inf; use --dtype float64")
+    return f"value {_quote(tok)} out of range (magnitude above max_value={max_value!r})"
 
 
 _INT_RE = re.compile(rb"[+-]?[0-9]+\Z")
@@ -613,9 +642,12 @@ _NONFINITE_RE = re.compile(rb"[+-]?(nan|inf|infinity)\Z", re.IGNORECASE)
 _TOKEN_RE = re.compile(rb"[^ \t\n\v\f\r#]+")
 
 
-def _kernel_error(arr, code, start, end, aux, *, min_index, max_index) -> tuple[int, str]:
+def _kernel_error(arr, code, start, end, aux, *, min_index, max_index,
+                  max_value) -> tuple[int, str]:
     """The ``(offset, message)`` of the error the kernel reported."""
     tok = bytes(arr[start:end])
+    if code == _E_VALUE:
+        return start, _value_range_message(tok, max_value)
     if code == _E_LABEL:
         if _NONFINITE_RE.match(tok):
             return start, f"non-finite value {_quote(tok)} as label"

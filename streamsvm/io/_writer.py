@@ -11,19 +11,23 @@ last thing written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 import uuid
 
 import numpy as np
 
-from ..exceptions import FormatError, StoreExistsError
+from ..exceptions import (FormatError, InvalidParameterError, StoreExistsError,
+                          StoreWriteError, StreamSVMError)
 from ._integrity import crc32c, seal
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
-from ._urls import join_url, url_to_fs
+from ._urls import is_local, join_url, url_to_fs
 
-__all__ = ["StoreWriter", "write_store", "prepare_output"]
+__all__ = ["StoreWriter", "write_store", "prepare_output", "write_errors",
+           "clean_failed_output"]
 
 log = logging.getLogger(__name__)
 
@@ -49,50 +53,63 @@ _ARRAY_CONFIG = {"write_empty_chunks": True}
 
 
 class _Appender:
-    """Append 1-D data to a zarr array, writing only whole shards until :meth:`flush`."""
+    """Append 1-D data to a zarr array, writing only whole shards until :meth:`flush`.
+
+    Appended values are copied into one shard-sized buffer, allocated once, that is written
+    when it reaches the next shard boundary; an append that holds whole shards itself, with
+    the buffer empty, is written straight from its own memory.
+    """
 
     def __init__(self, array, shard: int, pos: int = 0):
         self.array, self.shard, self.pos = array, shard, pos
-        self.pending: list[np.ndarray] = []
-        self.n_pending = 0
+        self.n_pending = 0          # values in the buffer, to be written at ``pos``
+        self._buf = None
 
     def append(self, values: np.ndarray) -> None:
-        if len(values):
-            self.pending.append(values)
-            self.n_pending += len(values)
-        next_boundary = (self.pos // self.shard + 1) * self.shard
-        if self.pos + self.n_pending >= next_boundary:
-            full = (self.pos + self.n_pending) // self.shard * self.shard
-            self._write(full - self.pos)
+        while len(values):
+            room = (self.pos // self.shard + 1) * self.shard - self.pos   # to the boundary
+            if self.n_pending == 0 and len(values) >= room:
+                n = room + (len(values) - room) // self.shard * self.shard
+                self._write(values[:n])
+                values = values[n:]
+                continue
+            if self._buf is None:
+                self._buf = np.empty(self.shard, dtype=self.array.dtype)
+            take = min(room - self.n_pending, len(values))
+            self._buf[self.n_pending:self.n_pending + take] = values[:take]
+            self.n_pending += take
+            values = values[take:]
+            if self.n_pending == room:
+                self._write(self._buf[:room])
 
-    def _write(self, n: int) -> None:
-        buf = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
-        end = self.pos + n
+    def _write(self, data: np.ndarray) -> None:
+        end = self.pos + len(data)
         if self.array.shape[0] < end:
             self.array.resize((end,))
-        self.array[self.pos:end] = buf[:n]
-        rest = buf[n:]
-        self.pending = [rest] if len(rest) else []
-        self.n_pending = len(rest)
+        self.array[self.pos:end] = data
         self.pos = end
+        self.n_pending = 0
 
     def flush(self) -> None:
         """Write everything pending (a partial shard; later appends rewrite it)."""
         if self.n_pending:
-            self._write(self.n_pending)
+            self._write(self._buf[:self.n_pending])
         if self.array.shape[0] != self.pos:
             self.array.resize((self.pos,))
 
 
 def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
-                   resume: bool = False) -> dict | None:
+                   resume: bool = False, inputs=()) -> dict | None:
     """Check the output location; return the unfinished store's meta when resuming.
 
     A complete store is replaced only with ``overwrite``; an unfinished one is continued
-    with ``resume`` and otherwise removed (a clean restart). Anything else at the URL is
-    left alone unless ``overwrite``.
+    with ``resume`` and otherwise removed (a clean restart). ``overwrite`` also replaces an
+    empty directory. Anything else at the URL (a file, a directory that is not a streamsvm
+    store) is left alone, as is any location that is, contains or lies inside one of
+    ``inputs``: those raise before anything is deleted.
     """
     fs, path = url_to_fs(url, storage_options)
+    _check_not_an_input(url, inputs, storage_options)
     meta = read_meta(url, storage_options)
     if meta is not None and not meta.get("complete"):
         if resume:
@@ -101,12 +118,99 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
         fs.rm(path, recursive=True)
         return None
     if fs.exists(path):
+        empty_dir = meta is None and fs.isdir(path) and not fs.ls(path, detail=False)
+        if meta is None and not empty_dir:
+            raise StoreExistsError(
+                f"output {url!r} exists and is not a streamsvm store: {_describe(fs, path)}. "
+                f"It is left alone (--overwrite replaces only a streamsvm store or an empty "
+                f"directory); remove it or choose another output")
         if not overwrite:
-            what = "a complete streamsvm store" if meta is not None else "something"
+            what = "a complete streamsvm store" if meta is not None else "an empty directory"
             raise StoreExistsError(f"output {url!r} already exists ({what}); pass --overwrite "
                                    f"(overwrite=True) to replace it")
         fs.rm(path, recursive=True)
     return None
+
+
+def _describe(fs, path: str) -> str:
+    """What is at ``path`` (a file, a Zarr node, a directory), in a few words."""
+    if not fs.isdir(path):
+        return f"a file of {fs.size(path):,} bytes"
+    if fs.exists(join_url(path, "zarr.json")):
+        return f"a Zarr node without '{ATTRS_KEY}' attributes"
+    names = sorted(n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False))
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    entries = "entry" if len(names) == 1 else "entries"
+    return f"a directory holding {len(names)} {entries} ({shown})"
+
+
+def _location(url: str, storage_options) -> tuple[str, str, str]:
+    """``(protocol, normalized path, separator)``: local paths fully resolved (symlinks,
+    ``..``, relative), URLs as fsspec normalizes them."""
+    fs, path = url_to_fs(url, storage_options)
+    if is_local(url):
+        return "file", os.path.realpath(path), os.sep
+    proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return proto, path.rstrip("/"), "/"
+
+
+def _check_not_an_input(url: str, inputs, storage_options) -> None:
+    """Refuse an output that is, contains or lies inside an input (whatever ``overwrite``)."""
+    proto, out, sep = _location(url, storage_options)
+    for inp in inputs:
+        proto_i, path, _ = _location(inp, storage_options)
+        if proto_i != proto:
+            continue
+        if path == out:
+            how = "is the input"
+        elif path.startswith(out.rstrip(sep) + sep):
+            how = "contains the input"
+        elif out.startswith(path.rstrip(sep) + sep):
+            how = "lies inside the input"
+        else:
+            continue
+        raise InvalidParameterError(f"output {url!r} {how} {inp!r}, which would be "
+                                    f"destroyed: choose another output location")
+
+
+@contextlib.contextmanager
+def write_errors(what: str, hint: str = ""):
+    """Turn an ``OSError`` raised while writing ``what`` (no space left, a read-only file
+    system, ...) into a :class:`StoreWriteError` naming it and the operating system's reason."""
+    try:
+        yield
+    except StreamSVMError:
+        raise
+    except OSError as exc:
+        err = StoreWriteError(f"cannot write {what}: {exc.strerror or exc}{hint}")
+        err.errno = exc.errno
+        raise err from exc
+
+
+def clean_failed_output(url: str, storage_options=None) -> str:
+    """After a failed write, tidy the unfinished store at ``url``; say what was done.
+
+    Zarr's temporary ``*.partial`` files are removed. The store is kept when it has a resume
+    point (``convert --resume`` continues it once there is space again) and removed otherwise.
+    Call it only for a store this conversion created or continued.
+    """
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        partial = [f for f in fs.find(path) if f.endswith(".partial")]
+        if partial:
+            fs.rm(partial)
+        meta = read_meta(url, storage_options)
+        progress = (meta or {}).get("progress") or {}
+        if meta is not None and not meta.get("complete") and progress.get("input"):
+            return (f"the unfinished store keeps its resume point ({progress['rows_done']:,} "
+                    f"rows written): free space, then run the same command with --resume to "
+                    f"continue")
+        if not fs.exists(path):
+            return "no store was left behind"
+        fs.rm(path, recursive=True)
+        return "the unfinished store was removed"
+    except (OSError, StreamSVMError) as exc:
+        return f"the unfinished store could not be removed ({exc}): delete {url!r} yourself"
 
 
 class StoreWriter:
@@ -314,6 +418,23 @@ def _version() -> str:
     return __version__
 
 
+def _check_finite(X, dtype) -> None:
+    """Refuse values that are not finite, or that ``dtype`` turns into inf."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        bad = np.flatnonzero(~np.isfinite(X.data.astype(dtype, copy=False)))
+    if len(bad) == 0:
+        return
+    k = int(bad[0])
+    row = int(np.searchsorted(X.indptr, k, side="right")) - 1
+    col, value = int(X.indices[k]), float(X.data[k])
+    if np.isfinite(value):
+        raise InvalidParameterError(
+            f"Input X contains a value too large for dtype('{dtype.name}'): X[{row}, {col}] = "
+            f"{value!r} would be stored as inf; pass dtype='float64'.")
+    raise InvalidParameterError(f"Input X contains NaN or infinity: X[{row}, {col}] = {value!r}.")
+
+
 def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: str = "auto",
                 overwrite: bool = False, storage_options=None):
     """Write an in-memory CSR matrix and labels as a store (tests, small data).
@@ -333,6 +454,7 @@ def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: st
     url = str(url)
     X = sp.csr_matrix(X)
     X.sort_indices()
+    _check_finite(X, dtype)
     prepare_output(url, storage_options, overwrite=overwrite)
     index_dtype = "int64" if X.shape[1] >= 2**31 else "int32"
     w = StoreWriter(url, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,

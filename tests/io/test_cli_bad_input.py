@@ -22,6 +22,7 @@ BAD = {
     "nan": ("1 1:nan\n", "line 1"),
     "inf": ("1 1:inf\n", "line 1"),
     "overflow": ("1 1:1e999\n", "line 1"),
+    "float32 overflow": ("1 1:1\n-1 1:1e39\n", "line 2, column 6: value '1e39' overflows float32"),
     "garbage after label": ("1 abc\n", "line 1"),
     "missing label": ("1:1 2:1\n", "line 1"),
     "empty": ("", "empty"),
@@ -77,6 +78,20 @@ def test_existing_output_needs_overwrite(tmp_path, capsys):
     assert main(["convert", str(src), out, "-q"]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert main(["convert", str(src), out, "-q", "--overwrite"]) == 0
+
+
+def test_overwrite_leaves_inputs_and_other_files_alone(tmp_path, capsys):
+    src = tmp_path / "t.svm"
+    src.write_text("1 1:1\n-1 2:1\n")
+    assert main(["convert", str(src), str(src), "-q", "--overwrite"]) == 2
+    assert "is the input" in capsys.readouterr().err
+    assert src.read_text() == "1 1:1\n-1 2:1\n"
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "model.json").write_text("{}")
+    assert main(["convert", str(src), str(tmp_path / "results"), "-q", "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "not a streamsvm store" in err and "model.json" in err and "left alone" in err
+    assert (tmp_path / "results" / "model.json").read_text() == "{}"
 
 
 def test_info_json_keys(tmp_path, capsys):

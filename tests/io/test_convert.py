@@ -263,3 +263,135 @@ def test_glob_inputs(tmp_path):
         ["part-0.svm", "part-1.svm", "part-2.svm"]
     with pytest.raises(StoreNotFoundError, match="no input file matches"):
         convert(str(tmp_path / "nothing-*.svm"), str(tmp_path / "t.zarr"))
+
+
+@pytest.mark.parametrize("token", ["1e39", "-3.4028236e38", "1" + "0" * 39])
+def test_float32_overflow_is_an_error_not_inf(token, tmp_path):
+    p = _write(tmp_path / "t.svm", f"1 1:1\n-1 1:2 4:{token} 5:1\n")
+    with pytest.raises(FormatError) as info:
+        convert(p, str(tmp_path / "a.zarr"))
+    msg = str(info.value)
+    assert msg.startswith(f"{p}, line 2, column 10: value '{token}' overflows float32")
+    assert "--dtype float64" in msg
+    with pytest.raises((IncompleteStoreError, StoreNotFoundError)):
+        ss.open_store(str(tmp_path / "a.zarr"))
+    s = convert(p, str(tmp_path / "b.zarr"), dtype="float64")
+    assert s.read_chunk(0).data[2] == float(token)
+    largest = convert(_write(tmp_path / "m.svm", "1 1:3.4028235e38\n-1 1:-1\n"),
+                      str(tmp_path / "m.zarr"))
+    assert largest.read_chunk(0).data[0] == np.finfo(np.float32).max
+
+
+@pytest.mark.parametrize("value, dtype, match", [
+    (1e39, "float32", r"too large for dtype\('float32'\): X\[2, 1\] = 1e\+39 .*'float64'"),
+    (np.inf, "float64", r"NaN or infinity: X\[2, 1\] = inf"),
+    (np.nan, "float32", r"NaN or infinity: X\[2, 1\] = nan"),
+])
+def test_write_store_refuses_non_finite_values(value, dtype, match, tmp_path):
+    from streamsvm.io._writer import write_store
+    X = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 0, 0], [0, value, 1]]))
+    with pytest.raises(InvalidParameterError, match=match):
+        write_store(tmp_path / "s.zarr", X, [1, -1, 1], dtype=dtype)
+    assert not (tmp_path / "s.zarr").exists()
+    X[2, 1] = 3.4028235e38
+    assert write_store(tmp_path / "s.zarr", X, [1, -1, 1]).read_chunk(0).data[2] == \
+        np.finfo(np.float32).max
+
+
+def _tree(path):
+    """Every file under ``path`` with its bytes (or the file's bytes)."""
+    path = pathlib.Path(path)
+    if path.is_file():
+        return {".": path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file()}
+
+
+def test_overwrite_replaces_only_streamsvm_stores(tmp_path):
+    import zarr
+    p = _write(tmp_path / "t.svm", "1 1:1\n-1 2:1\n")
+    (tmp_path / "mine").mkdir()
+    _write(tmp_path / "mine" / "notes.txt", "keep me")
+    _write(tmp_path / "file.txt", "keep me too")
+    zarr.open_group(str(tmp_path / "plain.zarr"), mode="w").attrs["other"] = 1
+    for name, what in [("mine", "a directory holding 1 entry (notes.txt)"),
+                       ("file.txt", "a file of 11 bytes"),
+                       ("plain.zarr", "a Zarr node without 'streamsvm' attributes")]:
+        before = _tree(tmp_path / name)
+        for overwrite in (False, True):
+            with pytest.raises(StoreExistsError) as info:
+                convert(p, str(tmp_path / name), overwrite=overwrite)
+            assert what in str(info.value) and "left alone" in str(info.value)
+        assert _tree(tmp_path / name) == before
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreExistsError, match="empty directory.*--overwrite"):
+        convert(p, str(tmp_path / "empty"))
+    assert convert(p, str(tmp_path / "empty"), overwrite=True).n_rows == 2
+    assert convert(p, str(tmp_path / "empty"), overwrite=True).n_rows == 2   # a store now
+
+
+def test_output_that_is_or_holds_an_input_is_refused(tmp_path):
+    p = _write(tmp_path / "t.svm", "1 1:1\n-1 2:1\n")
+    (tmp_path / "link.svm").symlink_to(tmp_path / "t.svm")
+    store = tmp_path / "s.zarr"
+    convert(p, str(store))
+    inner = _write(store / "inner.svm", "1 3:1\n")       # an input kept inside a store
+    before = _tree(tmp_path)
+    cases = [
+        (p, p, "is the input"),
+        (str(tmp_path / "link.svm"), p, "is the input"),              # through a symlink
+        (str(tmp_path / "t*.svm"), f"{tmp_path}/x/../t.svm", "is the input"),   # a glob
+        (p, f"file://{p}", "is the input"),
+        (inner, str(store), "contains the input"),
+        (p, f"{p}/out.zarr", "lies inside the input"),
+    ]
+    for inp, out, how in cases:
+        with pytest.raises(InvalidParameterError, match=how):
+            convert(inp, out, overwrite=True)
+    assert _tree(tmp_path) == before
+
+
+def test_output_that_is_an_input_url_is_refused():
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/i10/t.svm", b"1 1:1\n-1 2:1\n")
+    try:
+        for out in ("memory://i10/t.svm", "memory:///i10/t.svm/", "memory://i10"):
+            with pytest.raises(InvalidParameterError, match="the input 'memory://i10/t.svm'"):
+                convert("memory://i10/t.svm", out, overwrite=True)
+        assert fs.cat("/i10/t.svm") == b"1 1:1\n-1 2:1\n"
+    finally:
+        fs.rm("/i10", recursive=True)
+
+
+def test_write_store_overwrites_only_stores(tmp_path):
+    from streamsvm.io._writer import write_store
+    X = sp.csr_matrix(np.eye(3))
+    (tmp_path / "d").mkdir()
+    _write(tmp_path / "d" / "data.csv", "1,2,3\n")
+    with pytest.raises(StoreExistsError, match="data.csv.*left alone"):
+        write_store(tmp_path / "d", X, [1, -1, 1], overwrite=True)
+    assert (tmp_path / "d" / "data.csv").read_text() == "1,2,3\n"
+    write_store(tmp_path / "s.zarr", X, [1, -1, 1])
+    assert write_store(tmp_path / "s.zarr", X[:2], [1, -1], overwrite=True).n_rows == 2
+
+
+def test_appender_writes_every_value_once_in_order(tmp_path):
+    """Pieces smaller and larger than a shard, flushes mid-shard (resume points)."""
+    import zarr
+    from streamsvm.io._writer import _Appender
+    arr = zarr.create_array(str(tmp_path / "a.zarr"), shape=(0,), dtype="int64", chunks=(4,),
+                            shards=(8,), fill_value=-1)
+    app = _Appender(arr, 8)
+    rng = np.random.default_rng(0)
+    expected = []
+    for step in range(60):
+        piece = np.arange(len(expected), len(expected) + rng.integers(0, 20))
+        app.append(piece)
+        expected.extend(piece.tolist())
+        assert app.pos % 8 == 0 or app.pos == arr.shape[0]   # only whole shards, or flushed
+        if step % 7 == 3:
+            app.flush()
+            np.testing.assert_array_equal(arr[:], expected)
+    app.flush()
+    np.testing.assert_array_equal(arr[:], expected)

@@ -14,7 +14,8 @@ from sklearn.datasets import load_svmlight_file
 
 from streamsvm.exceptions import FormatError, InvalidParameterError
 from streamsvm.io import _parse
-from streamsvm.io._parse import INDEX_LIMIT, NO_MIN_INDEX, ParsedBlock, parse_block
+from streamsvm.io._parse import (FLOAT32_MAX_VALUE, INDEX_LIMIT, NO_MIN_INDEX, ParsedBlock,
+                                 parse_block)
 from tests.conftest import shared_dataset
 
 DATASETS = [
@@ -26,11 +27,12 @@ DATASETS = [
 NUMBER_RE = r"[+-]?([0-9]{1,25}(\.[0-9]{0,25})?|\.[0-9]{1,25})([eE][+-]?[0-9]{1,3})?"
 
 
-def parse(text, *, min_index=1, max_index=INDEX_LIMIT, sort_indices=False, first_line=1):
+def parse(text, *, min_index=1, max_index=INDEX_LIMIT, sort_indices=False, first_line=1,
+          max_value=np.inf):
     if isinstance(text, str):
         text = text.encode()
     return parse_block(text, file="in.svm", first_line=first_line, min_index=min_index,
-                       max_index=max_index, sort_indices=sort_indices)
+                       max_index=max_index, sort_indices=sort_indices, max_value=max_value)
 
 
 def bits(x) -> np.ndarray:
@@ -319,6 +321,33 @@ def test_bad_index_limits(min_index, max_index):
         parse(b"1 1:1\n", min_index=min_index, max_index=max_index)
 
 
+# Around float32's overflow threshold 2**128 - 2**103 = 3.40282356779733661637...e38: the
+# parser must agree with np.float32 (3.4028236e38 already overflows).
+F32_EDGE = ["3.4028234663852886e38", "3.4028235e38", "3.40282356e38", "3.402823567797336e38",
+            "3.4028235677973366e38", "3.40282357e38", "3.4028236e38", "1e39", "1e308"]
+
+
+@pytest.mark.parametrize("token", F32_EDGE + ["-" + t for t in F32_EDGE])
+def test_float32_max_value_agrees_with_numpy(token):
+    with np.errstate(over="ignore"):
+        overflows = bool(np.isinf(np.float32(float(token))))
+    text = f"1 1:1 2:{token}\n"
+    if overflows:
+        with pytest.raises(FormatError, match=r"line 1, column 9: .*overflows float32"):
+            parse(text, max_value=FLOAT32_MAX_VALUE)
+    else:
+        block = parse(text, max_value=FLOAT32_MAX_VALUE)
+        assert np.isfinite(block.values.astype(np.float32)).all()
+    assert bits(parse(text).values[1]) == bits(float(token))     # no limit by default
+
+
+def test_max_value_is_inclusive_and_ignores_labels():
+    block = parse(b"1e39 1:100 2:-100 3:99.5\n", max_value=100.0)
+    assert_block_equal(block, [1e39], [0, 3], [1, 2, 3], [100, -100, 99.5])
+    with pytest.raises(InvalidParameterError, match="max_value"):
+        parse(b"1 1:1\n", max_value=0.0)
+
+
 def test_index_limits_inclusive():
     block = parse(b"1 1:1 123:2\n", min_index=1, max_index=123)
     assert (block.min_index, block.max_index) == (1, 123)
@@ -379,6 +408,11 @@ ERRORS = [
     ("1 2:-INF", 5, "non-finite value '-INF'", {}),
     ("1 2:infinity", 5, "non-finite value 'infinity'", {}),
     ("1 2:1e999", 5, "non-finite value '1e999'", {}),
+    ("1 2:1e999", 5, "non-finite value '1e999'", {"max_value": FLOAT32_MAX_VALUE}),
+    ("1 2:1e39", 5, "value '1e39' overflows float32 (largest 3.4028235e+38) and would be "
+     "stored as inf; use --dtype float64", {"max_value": FLOAT32_MAX_VALUE}),
+    ("1 2:-1000 3:1", 5, "value '-1000' out of range (magnitude above max_value=100.0)",
+     {"max_value": 100.0}),   # the kernel's fast path
     ("1 200:1", 3, "index 200 above the largest allowed index 123 (--n-features)",
      {"max_index": 123}),
     ("1 5:", 3, "missing value after ':'", {}),

@@ -10,7 +10,8 @@ import pytest
 
 import streamsvm as ss
 from streamsvm.cli import main
-from streamsvm.exceptions import FormatError, IncompleteStoreError, StoreNotFoundError
+from streamsvm.exceptions import (FormatError, IncompleteStoreError, InvalidParameterError,
+                                  StoreNotFoundError)
 from streamsvm.io import convert
 
 from ..conftest import shared_dataset
@@ -75,3 +76,14 @@ def test_s3_glob_inputs(s3):
     assert store.n_rows == 2
     assert [f["url"] for f in store.meta["source"]["files"]] == \
         [f"{bucket}/parts/p-0.svm.gz", f"{bucket}/parts/p-1.svm.gz"]
+
+
+def test_s3_output_that_is_or_holds_an_input_is_refused(s3):
+    import s3fs
+    bucket, opts = s3
+    fs = s3fs.S3FileSystem(**opts)
+    fs.pipe(f"{bucket}/d/t.svm", b"1 1:1\n-1 2:1\n")
+    for out in (f"{bucket}/d/t.svm", f"{bucket}/d/t.svm/", f"{bucket}/d"):
+        with pytest.raises(InvalidParameterError, match="destroyed"):
+            convert(f"{bucket}/d/*.svm", out, overwrite=True, storage_options=opts)
+    assert fs.cat(f"{bucket}/d/t.svm") == b"1 1:1\n-1 2:1\n"

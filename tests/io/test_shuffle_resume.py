@@ -133,19 +133,68 @@ def test_resume_with_other_options_restarts(tmp_path, caplog):
 
 
 def test_shuffle_memory_is_bounded(tmp_path, monkeypatch):
-    """No bucket larger than the budget is ever loaded, whatever the input size."""
+    """No bucket larger than its share of the budget is ever loaded, whatever the input
+    size (a9a's rows take more bytes in the scratch files than as text: buckets split)."""
     from streamsvm.io import _shuffle
     loaded = []
-    real = _shuffle._read_frames
+    real = _shuffle._read_bucket
 
-    def spy(path, *a):
-        import os
-        loaded.append(os.path.getsize(path))
-        return real(path, *a)
-    monkeypatch.setattr(_shuffle, "_read_frames", spy)
+    def spy(path, frames, index_dtype, dtype):
+        n, nnz = sum(f[0] for f in frames), sum(f[1] for f in frames)
+        loaded.append(_shuffle._loaded_bytes(n, nnz, index_dtype, dtype))
+        return real(path, frames, index_dtype, dtype)
+    monkeypatch.setattr(_shuffle, "_read_bucket", spy)
     inp = _big_input(tmp_path, copies=3)          # ~7 MB of text
     budget = 300_000
     store = convert(str(inp), str(tmp_path / "s.zarr"), chunk_rows=5000, shuffle=True,
                     seed=4, shuffle_memory=budget)
     assert store.n_rows == 3 * 32561
-    assert len(loaded) > 10 and max(loaded) <= budget
+    assert len(loaded) > 10 and max(loaded) <= _shuffle.bucket_bytes(budget) < budget
+
+
+def _random_blocks(n_blocks, seed):
+    """Parsed-block-like CSR pieces (labels, indptr, int32 indices, float32 values)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n_blocks):
+        lens = rng.integers(0, 60, size=2000)
+        indptr = np.concatenate([[0], np.cumsum(lens)])
+        yield (rng.choice([-1.0, 1.0], size=2000), indptr,
+               rng.integers(0, 10**5, size=indptr[-1]).astype(np.int32),
+               rng.random(indptr[-1], dtype=np.float32))
+
+
+@pytest.mark.parametrize("n_buckets", [None, 2])     # sized from the data; or split again
+def test_shuffle_holds_at_most_its_budget(n_buckets, tmp_path):
+    """What the shuffler materializes at once (a loaded bucket, its permutation and the
+    pieces it yields, three of which the writer's queue and thread hold) stays within
+    ``budget_bytes``, measured by tracemalloc, which sees numpy's array allocations."""
+    import collections
+    import tracemalloc
+    from streamsvm.io._shuffle import Shuffler, bucket_bytes
+    budget, n_blocks = 2 << 20, 40                  # ~20 MB of rows in the scratch files
+    if n_buckets is None:
+        n_buckets = int(np.ceil(n_blocks * 2000 * (16 + 30 * 8) / bucket_bytes(budget)))
+    tracemalloc.start()
+    try:
+        with Shuffler(n_buckets, 7, index_dtype="int32", dtype="float32", budget_bytes=budget,
+                      scratch_dir=str(tmp_path)) as sh:
+            for i, block in enumerate(_random_blocks(n_blocks, 0)):
+                sh.scatter(i, *block)
+            del block
+            held = collections.deque(maxlen=3)
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            n_rows = nnz = largest = 0
+            for part in sh.gather():
+                held.append(part)
+                n_rows += len(part[0])
+                nnz += len(part[2])
+                largest = max(largest, sum(a.nbytes for a in part))
+            del part
+            peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    expected = sum(len(b[0]) for b in _random_blocks(n_blocks, 0))
+    assert n_rows == expected == n_blocks * 2000 and nnz > 0
+    assert largest <= budget // 16
+    assert peak <= budget, f"peak {peak / 2**20:.2f} MiB for a budget of {budget / 2**20} MiB"
