@@ -8,6 +8,7 @@ results file, Markdown tables and PNG plots::
     python tools/bench.py --suite dcd            # issue 3: dcd vs LIBLINEAR; 2 GB store out of core
     python tools/bench.py --suite full           # everything (hours)
     python tools/bench.py --io-baseline STORE    # time to read + decompress a store once
+    python tools/bench.py --checks-cost STORE    # what the store's integrity checks cost a pass
     python tools/bench.py --render bench-out/quick/results.json   # tables and plots again
 
 Methods
@@ -72,6 +73,7 @@ from tools._bench_eval import (ObjectiveAccumulator, best_objective, first_withi
 
 __all__ = ["SUITES", "SCHEMA", "main", "plan_methods", "solver_supported", "streamsvm_solvers",
            "finalize_groups", "validate_results", "run_child", "io_baseline", "maxrss_bytes",
+           "checks_cost", "checks_table",
            "dataset_spec", "libsvm_to_vw", "split_tail"]
 
 SCHEMA = "streamsvm-bench/1"
@@ -422,7 +424,9 @@ def prepare_dataset(spec: dict, work: str, *, need_vw: bool) -> dict:
     store_path = os.path.join(d, "train.zarr")
     meta = read_meta(store_path) if os.path.exists(store_path) else None
     src_size = os.path.getsize(ds["train_text"])
+    from streamsvm.io import FORMAT_VERSION
     ok = (meta is not None and meta.get("complete")
+          and meta.get("format_version") == FORMAT_VERSION
           and meta.get("source", {}).get("files", [{}])[0].get("size") == src_size
           and meta.get("chunk_rows") == chunk_rows)
     if not ok:
@@ -798,6 +802,57 @@ def _headline(run: dict, target: float) -> None:
 # =============================================================================================
 # I/O floor
 # =============================================================================================
+
+def checks_cost(store_url: str, rounds: int = 6, memory=None, passes: int = 5) -> dict:
+    """Seconds of dcd's streamed sweeps with the store's integrity checks (CRC-32C of the
+    inner chunks, value ranges, row pointers) and without them, in alternation in this
+    process: the first sweep (every chunk checked on first read) apart from the later ones
+    (a local chunk is checked once per run). ``memory``: the training budget (default an
+    eighth of the decoded store, as the out-of-core suites use), so every sweep streams."""
+    import warnings
+    import streamsvm as ss
+    from streamsvm.estimators import train
+    from streamsvm.io import _direct, _store
+    store0 = ss.open_store(store_url)
+    if memory is None:
+        memory = int(store0.info()["bytes_uncompressed"] * OOC["budget_fraction"])
+    first, later = {True: [], False: []}, {True: [], False: []}
+    try:
+        for i in range(rounds):
+            for on in (True, False) if i % 2 == 0 else (False, True):
+                _direct.VERIFY_CHECKSUMS = _store.CHECK_ROWS = on
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    _, res = train(ss.open_store(store_url), loss="hinge", memory=memory,
+                                   max_passes=passes, disk_slab=False, slab=False)
+                sweeps = [h["sweep_seconds"] for h in res.history
+                          if h["mode"] == "stream" and not h["exact"]]
+                first[on].append(sweeps[0])
+                later[on].extend(sweeps[1:])
+    finally:
+        _direct.VERIFY_CHECKSUMS = _store.CHECK_ROWS = True
+    med = statistics.median
+    out = {"store": store_url, "rounds": rounds, "memory": memory, "passes": passes,
+           "first_sweep_s": {"checks": med(first[True]), "no_checks": med(first[False])},
+           "later_sweep_s": {"checks": med(later[True]), "no_checks": med(later[False])},
+           "later_sweep_min_s": {"checks": min(later[True]), "no_checks": min(later[False])},
+           "all": {"first": {str(k): v for k, v in first.items()},
+                   "later": {str(k): v for k, v in later.items()}}}
+    out["first_slowdown"] = out["first_sweep_s"]["checks"] / out["first_sweep_s"]["no_checks"] - 1
+    out["later_slowdown"] = out["later_sweep_s"]["checks"] / out["later_sweep_s"]["no_checks"] - 1
+    return out
+
+
+def checks_table(r: dict) -> str:
+    """Markdown table of :func:`checks_cost`."""
+    rows = [("first streamed sweep (every chunk checked)", r["first_sweep_s"],
+             r["first_slowdown"]),
+            ("later streamed sweeps, median", r["later_sweep_s"], r["later_slowdown"])]
+    lines = ["| sweep | with checks s | without s | slowdown |", "| :--- | ---: | ---: | ---: |"]
+    for what, t, slow in rows:
+        lines.append(f"| {what} | {t['checks']:.3f} | {t['no_checks']:.3f} | {100 * slow:+.1f} % |")
+    return "\n".join(lines)
+
 
 def io_baseline(store_url: str, repeat: int = 3, block_rows=None) -> dict:
     """Time to read and decompress every chunk once: a plain ``read_chunk`` loop, and a
@@ -1217,6 +1272,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--io-baseline", nargs="?", const="__suite__", metavar="STORE",
                    help="with STORE: time reading + decompressing that store once and exit; "
                         "without: measure it for every data set of the suite")
+    p.add_argument("--checks-cost", metavar="STORE",
+                   help="time dcd's streamed sweeps over STORE with and without the store's "
+                        "integrity checks, in alternation (--repeat rounds, default 6)")
     p.add_argument("--io-budget", metavar="SIZE",
                    help="with --io-baseline STORE: cache budget of the scheduler pass whose "
                         "peak RSS is reported (default 0)")
@@ -1272,6 +1330,14 @@ def main(argv=None) -> int:
                            md_path=args.markdown_out)
         with open(md) as f:
             print(f.read())
+        return 0
+    if args.checks_cost:
+        r = checks_cost(args.checks_cost, rounds=args.repeat or 6)
+        r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
+                 machine=machine_info(), versions=versions())
+        out_dir = args.out or os.path.join(ROOT, "bench-out", "checks-cost")
+        write_json(r, os.path.join(out_dir, "checks-cost.json"))
+        print(checks_table(r))
         return 0
     if args.io_baseline and args.io_baseline != "__suite__":
         r = io_baseline(args.io_baseline, repeat=args.repeat or 3)

@@ -35,6 +35,10 @@ FORMAT_VERSION = 2
 stores (no chunk checksums) are refused: convert the input again."""
 ATTRS_KEY = "streamsvm"
 
+CHECK_ROWS = True
+"""Check every row range read (module doc): always, except in ``tools/bench.py``'s
+measurement of what the checks cost."""
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Chunk:
@@ -215,6 +219,10 @@ class Store(StoreMeta):
                         raise StoreCorruptError(
                             f"store {self.url!r} is damaged: array {name!r} has {len(arr)} "
                             f"entries, the attributes say {want[name]}")
+                # the values a kernel may meet (checked as inner chunks are decoded)
+                arrays["indices"].valid = (0, self.n_features - 1, False)
+                arrays["y"].valid = (-1, 1, True) if self.task == "binary" else \
+                    (0, len(self.meta["classes"]) - 1, False)
                 self._arrays = arrays
             return self._arrays
 
@@ -241,25 +249,22 @@ class Store(StoreMeta):
             raise StoreError(f"store {self.url!r}: cannot read {where}: "
                              f"{type(exc).__name__}: {exc}") from exc
         indptr -= p0
-        self._check_rows(indptr, indices, y, where, chunk_id)
+        if CHECK_ROWS:
+            self._check_rows(indptr, indices, y, where, chunk_id)
         return Chunk(chunk_id, start, indptr, indices, data, y)
 
     def _check_rows(self, indptr, indices, y, where: str, chunk_id: int) -> None:
-        """The checks of the module doc, before any kernel sees the rows."""
-        from ..kernels import csr_check
-        code, row = csr_check(indptr, indices, self.n_features, False)
+        """The checks of the module doc, before any kernel sees the rows (feature ids and
+        labels were checked as their inner chunks were decoded: ``DirectArray.valid``)."""
+        from ..kernels import indptr_check
+        row = indptr_check(indptr, len(indices))
         problem = None
-        if code == 1:
+        if row >= 0:
             problem = f"array 'indptr' decreases at row {row}"
-        elif code == 2:
-            problem = (f"array 'indices' holds a feature id outside [0, {self.n_features}) "
-                       f"in row {row}")
         elif chunk_id >= 0 and len(y) == self.chunk_rows_of(chunk_id) and \
                 int(indptr[-1]) != int(self.meta["chunk_nnz"][chunk_id]):
             problem = (f"the chunk holds {int(indptr[-1])} entries, the attributes say "
                        f"{int(self.meta['chunk_nnz'][chunk_id])}")
-        elif not _labels_valid(y, self.task, len(self.meta["classes"])):
-            problem = "array 'y' holds a value that is no label of this store"
         if problem is not None:
             raise StoreCorruptError(f"store {self.url!r} is damaged: {problem} ({where})")
 
@@ -318,13 +323,6 @@ class Store(StoreMeta):
             "source": m.get("source"),
             "converter": m.get("converter"),
         }
-
-
-def _labels_valid(y: np.ndarray, task: str, n_classes: int) -> bool:
-    """Binary labels are ±1, multiclass ones class ids in ``[0, n_classes)``."""
-    if task == "binary":
-        return bool(np.all(np.abs(y) == 1))
-    return bool(len(y) == 0 or (y.min() >= 0 and y.max() < n_classes))
 
 
 def _zarr_store(url: str, storage_options: dict | None, mode: str):

@@ -33,7 +33,8 @@ from numba import njit
 __all__ = [
     "row_dot", "row_axpy", "row_dot_multi", "row_axpy_multi", "row_sq_norms",
     "csr_matvec", "csr_matvec_subset", "csr_rmatvec_add", "csr_rmatvec_subset_add",
-    "csr_matmat", "csr_rmatmat_add", "csr_take_rows", "csr_check",
+    "csr_matmat", "csr_rmatmat_add", "csr_take_rows", "csr_check", "values_within",
+    "indptr_check",
 ]
 
 
@@ -307,23 +308,69 @@ def csr_check(indptr, indices, n_features, sorted_rows):
     row : int
         The first row at fault (-1 when valid; for code 1, ``n_rows`` when the last
         pointer does not match ``len(indices)``).
+
+    Notes
+    -----
+    The range check is a min/max reduction over ``indices`` (vectorized: a pass over the
+    store's indices costs about what copying them does); the row at fault is searched for
+    only when it fails.
     """
     n = indptr.shape[0] - 1
     if n < 0 or indptr[0] != 0:
         return 1, 0
     for i in range(n):
-        p0 = indptr[i]
-        p1 = indptr[i + 1]
-        if p1 < p0 or p1 > indices.shape[0]:
+        if indptr[i + 1] < indptr[i] or indptr[i + 1] > indices.shape[0]:
             return 1, i
-        prev = -1
-        for p in range(p0, p1):
-            j = indices[p]
-            if j < 0 or j >= n_features:
-                return 2, i
-            if sorted_rows and j <= prev:
-                return 3, i
-            prev = j
     if indptr[n] != indices.shape[0]:
         return 1, n
+    lo = 0
+    hi = 0
+    for p in range(indices.shape[0]):
+        v = indices[p]
+        lo = min(lo, v)
+        hi = max(hi, v)
+    if lo < 0 or hi >= n_features or sorted_rows:
+        for i in range(n):
+            prev = -1
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if j < 0 or j >= n_features:
+                    return 2, i
+                if sorted_rows and j <= prev:
+                    return 3, i
+                prev = j
     return 0, -1
+
+
+@njit(cache=True, nogil=True)
+def values_within(values, lo, hi, nonzero):
+    """Whether every value lies in ``[lo, hi]`` (and is non-zero when ``nonzero``).
+
+    The store's reader checks each inner chunk it decodes with it (feature ids in
+    ``[0, n_features - 1]``, binary labels in ``{-1, +1}``, class ids in ``[0, k - 1]``),
+    while the chunk is still in the CPU cache: a min/max reduction the compiler vectorizes.
+    """
+    mn = values[0] if values.shape[0] else lo
+    mx = mn
+    zeros = 0
+    for p in range(values.shape[0]):
+        v = values[p]
+        mn = min(mn, v)
+        mx = max(mx, v)
+        zeros += v == 0
+    return mn >= lo and mx <= hi and not (nonzero and zeros > 0)
+
+
+@njit(cache=True, nogil=True)
+def indptr_check(indptr, nnz):
+    """The first row whose pointers are wrong (-1 when none): ``indptr`` must start at 0,
+    never decrease and end at ``nnz``."""
+    n = indptr.shape[0] - 1
+    if n < 0 or indptr[0] != 0:
+        return 0
+    for i in range(n):
+        if indptr[i + 1] < indptr[i]:
+            return i
+    if indptr[n] != nnz:
+        return n
+    return -1

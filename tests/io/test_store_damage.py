@@ -179,3 +179,37 @@ def test_format_1_stores_are_refused(tmp_path):
     g.attrs["streamsvm"] = seal(attrs)
     with pytest.raises(StreamSVMError, match="format version 1.*convert the input again"):
         open_store(str(clean))
+
+
+def test_damage_after_a_first_read_is_found_when_the_file_changed(tmp_path):
+    """A local chunk's CRC is checked when a run first reads it; a shard file rewritten
+    while the run goes on is checked again (its identity changed), damage included."""
+    clean = _make(tmp_path / "s.zarr", values=True, multiclass=False, seed=8)
+    store = open_store(str(clean))
+    first = store.read_rows(0, store.n_rows)
+    again = store.read_rows(0, store.n_rows)           # verified chunks: not checked again
+    np.testing.assert_array_equal(first.data, again.data)
+    shard = clean / "data" / "c" / "2"
+    st = shard.stat()
+    _damage(clean, pathlib.Path("data/c/2"), 8 * 30)
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(StreamSVMError, match=r"'data', shard data/c/2.*checksum"):
+        store.read_rows(0, store.n_rows)
+
+
+def test_remote_chunks_are_checked_on_every_read(s3, monkeypatch):
+    import s3fs
+    url, opts = s3
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 64)
+    monkeypatch.setattr(_writer, "SHARD_ELEMS", 256)
+    X = sp.random(300, 20, density=0.2, format="csr", random_state=2, dtype=np.float64)
+    store = write_store(url + "/s.zarr", X, np.where(np.arange(300) % 2, 1.0, -1.0),
+                        chunk_rows=50, storage_options=opts)
+    store.read_rows(0, store.n_rows)
+    fs = s3fs.S3FileSystem(**opts)
+    key = url.split("://", 1)[1] + "/s.zarr/data/c/1"
+    raw = bytearray(fs.cat_file(key))
+    raw[40] ^= 0x10
+    fs.pipe_file(key, bytes(raw))
+    with pytest.raises(StreamSVMError, match=r"'data', shard data/c/1.*checksum"):
+        store.read_rows(0, store.n_rows)

@@ -190,3 +190,30 @@ def test_csr_take_rows(csr):
     csr_take_rows(indptr, indices, empty, rows, *out2)
     np.testing.assert_array_equal(out2[0], out[0])
     np.testing.assert_array_equal(out2[1], out[1])
+
+
+def test_csr_check_finds_each_kind_of_fault():
+    from streamsvm.kernels import csr_check
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 30, density=0.2, format="csr", random_state=1)
+    X.sort_indices()
+    ip, ix = X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    assert csr_check(ip, ix, 30, True) == (0, -1)
+    for _ in range(50):
+        p = int(rng.integers(0, len(ix)))
+        row = int(np.searchsorted(ip, p, "right") - 1)
+        for bad, code in ((30, 2), (-1, 2), (10**6, 2)):
+            j = ix.copy()
+            j[p] = bad
+            assert csr_check(ip, j, 30, False) == (code, row)
+    j = ix.copy()                       # a duplicate inside a row: only the strict check sees it
+    r = int(np.flatnonzero(np.diff(ip) >= 2)[0])
+    j[ip[r] + 1] = j[ip[r]]
+    assert csr_check(ip, j, 30, False) == (0, -1) and csr_check(ip, j, 30, True) == (3, r)
+    q = ip.copy()
+    q[5] = q[6] + 1                     # decreasing pointer
+    assert csr_check(q, ix, 30, False)[0] == 1
+    q = ip.copy()
+    q[-1] -= 1                          # does not end at nnz
+    assert csr_check(q, ix, 30, False)[0] == 1
+    assert csr_check(ip + 1, ix, 30, False) == (1, 0)          # does not start at 0

@@ -565,3 +565,18 @@ def test_io_rss_measures_every_reading_path(tmp_path):
     assert "no cache, no state" in rep.io_table({"s": {
         "n_rows": 3000, "decoded_bytes": 1e6, "bytes_on_disk": 1e6, "read_chunk_loop_s": 1.0,
         "scheduler_pass_s": 1.0, "floor_s": 1.0, "decoded_mb_per_s": 1.0, "rss": r}})
+
+
+def test_checks_cost_times_sweeps_with_and_without_the_checks(tmp_path, monkeypatch):
+    import numpy as np
+    import scipy.sparse as sp
+    from streamsvm.io import _direct, _store, _writer, write_store
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 4096)
+    X = sp.random(6000, 50, density=0.2, format="csr", random_state=0)
+    write_store(tmp_path / "s.zarr", X, np.where(np.arange(6000) % 3, 1.0, -1.0),
+                chunk_rows=1000)
+    r = bench.checks_cost(str(tmp_path / "s.zarr"), rounds=2, memory=600_000, passes=3)
+    assert _direct.VERIFY_CHECKSUMS and _store.CHECK_ROWS          # switched back on
+    assert len(r["all"]["later"]["True"]) == len(r["all"]["later"]["False"]) >= 2
+    assert r["first_sweep_s"]["checks"] > 0 and r["later_sweep_s"]["no_checks"] > 0
+    assert "| first streamed sweep" in bench.checks_table(r)
