@@ -1336,6 +1336,7 @@ def main(argv=None) -> int:
         r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
                  machine=machine_info(), versions=versions())
         out_dir = args.out or os.path.join(ROOT, "bench-out", "checks-cost")
+        os.makedirs(out_dir, exist_ok=True)
         write_json(r, os.path.join(out_dir, "checks-cost.json"))
         print(checks_table(r))
         return 0
