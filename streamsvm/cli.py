@@ -266,7 +266,8 @@ def _cmd_verify(args) -> int:
         print(json.dumps(rep))
     elif rep["ok"]:
         print(f"store {rep['url']}: sound ({rep['n_rows']:,} rows, {rep['nnz']:,} non-zeros, "
-              f"{rep['n_chunks']} chunks, {rep['bytes_checked'] / 1e6:,.1f} MB decoded and "
+              f"{rep['n_chunks']} chunk{'s' if rep['n_chunks'] != 1 else ''}, "
+              f"{rep['bytes_checked'] / 1e6:,.1f} MB decoded and "
               f"checked)")
     else:
         more = rep["n_problems"] - len(rep["problems"])
