@@ -171,56 +171,50 @@ def _scores(model: LinearModel, indptr, indices, data):
         indptr, indices, data = X.indptr.astype(np.int64), X.indices, X.data
     out = np.zeros((len(indptr) - 1, model.coef.shape[0]))
     W = np.ascontiguousarray(model.coef.T)
-    csr_matmat(indptr, indices, data, W, out)
+    csr_matmat((np.asarray(indptr, dtype=np.int64), indices, data), W, out)
     return out + model.intercept
 
 
 def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no") -> dict:
-    """Accuracy (and for binary models the primal objective) of ``model`` on ``data``.
+    """Accuracy, per-class accuracy and the primal objective of ``model`` on ``data``.
 
-    Labels outside the model's classes raise :class:`DataMismatchError`; features beyond
-    the model's weigh 0 (LIBLINEAR's rule), with one warning, and are counted in the
-    ``unseen_features`` field. The objective needs the model's ``C`` and a hinge loss: a
-    model read from a LIBLINEAR file (which records no C) gets none.
+    The objective is the model's declared problem (``LinearModel.problem``: loss, C, class
+    weights, bias mode; one-vs-rest models summed over classes) evaluated on ``data``; a
+    model that records no C (read from a LIBLINEAR file) gets none. Labels outside the
+    model's classes raise :class:`DataMismatchError`; features beyond the model's weigh 0
+    (LIBLINEAR's rule), with one warning, and are counted in ``unseen_features``.
     """
     n = correct = 0
     loss = 0.0
-    params = model.params
-    C, l2 = float(params.get("C", 1.0)), params.get("loss") == "squared_hinge"
-    objective = model.task == "binary" and "C" in params and \
-        params.get("loss") in ("hinge", "squared_hinge")
-    Cp = Cn = C
-    if objective:
-        from .solvers._base import class_costs
-        counts = {}
-        cp, cn = class_costs("evaluate", C, params.get("class_weight") if
-                             params.get("class_weight") != "balanced" else None,
-                             "binary", model.classes, counts)
-        Cp, Cn = float(cp[0]), float(cn[0])
+    problem = model.problem_obj()
+    objective = problem is not None and problem.C is not None
+    costs = problem.costs(model.classes) if objective else None
+    per_class = np.zeros((len(model.classes), 2), dtype=np.int64)      # [rows, correct]
     unseen = UnseenFeatures(model.n_features)
     for indptr, indices, values, labels in iter_labelled_blocks(
             data, storage_options=storage_options, zero_based=zero_based,
             classes=model.classes, unseen=unseen):
         scores = _scores(model, indptr, indices, values)
-        if model.task == "binary":
-            scores = scores[:, 0]
-        pred = model.classes[model.predict_encoded(scores)]
-        correct += int(np.count_nonzero(pred == labels))
+        enc = model.predict_encoded(scores[:, 0] if model.task == "binary" else scores)
+        truth = np.searchsorted(model.classes, labels)
+        hit = enc == truth
+        correct += int(np.count_nonzero(hit))
         n += len(labels)
+        np.add.at(per_class, (truth, 0), 1)
+        np.add.at(per_class, (truth, 1), hit.astype(np.int64))
         if objective:
-            y = np.where(labels == model.classes[-1], 1.0, -1.0)
-            xi = np.maximum(0.0, 1.0 - y * scores)
-            loss += float((np.where(y > 0, Cp, Cn) * (xi * xi if l2 else xi)).sum())
+            loss += problem.loss_sum(scores, labels, model.classes, costs)
     if n == 0:
         raise StoreNotFoundError(f"no rows to evaluate in {data!r}")
     unseen.warn()
+    from .io._labels import label_key
     out = {"n_rows": n, "accuracy": correct / n, "correct": correct,
+           "per_class": {label_key(c): {"rows": int(r), "accuracy": (h / r) if r else None}
+                         for c, (r, h) in zip(model.classes, per_class)},
            "unseen_features": unseen.as_dict()}
     if objective:
-        bias = float(params.get("bias", 0.0) or 0.0)
-        wb = model.intercept[0] / bias if bias > 0 else 0.0
-        out["objective"] = 0.5 * float(model.coef[0] @ model.coef[0] + wb * wb) + loss
-        out["C"], out["loss"] = C, params.get("loss")
+        out["objective"] = problem.regularizer(model.coef, model.intercept) + loss
+        out["C"], out["loss"] = problem.C, problem.loss
     return out
 
 

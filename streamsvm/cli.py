@@ -133,55 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_storage(v)
 
-    t = sub.add_parser("train", help="train a linear SVM on a store",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Train by streaming the store's chunks through the solver. "
-                                   "Problem: min ½‖w‖² + C Σ loss(y_i (wᵀx_i + b)), the bias "
-                                   "b a regularized constant feature (LIBLINEAR -B). Stops when "
-                                   "the exact relative duality gap ≤ --tol, or at --max-passes.")
-    t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
-    t.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
-    from .solvers import SOLVERS
-    t.add_argument("--solver", default="dcd",
-                   help=f"solver (default dcd; available: {', '.join(sorted(SOLVERS))})")
-    t.add_argument("-C", type=float, default=1.0, help="regularization trade-off (default 1)")
-    t.add_argument("--loss", choices=["squared_hinge", "hinge"], default="squared_hinge",
-                   help="squared_hinge = LIBLINEAR -s 1 (default), hinge = -s 3")
-    t.add_argument("--bias", type=float, default=1.0,
-                   help="value of the constant bias feature (default 1; 0 = no bias)")
-    t.add_argument("--tol", type=float, default=1e-3,
-                   help="stop at this relative duality gap (default 1e-3)")
-    t.add_argument("--max-passes", type=float, default=200,
-                   help="stop after this many passes over the data (default 200)")
-    t.add_argument("--class-weight", action="append", default=[], metavar="LABEL=W|balanced",
-                   help="per-class C multiplier, repeatable (LIBLINEAR -wi), or 'balanced'")
-    t.add_argument("--seed", type=int, default=0, help="seed of every random order (default 0)")
-    t.add_argument("--memory", default="1GB",
-                   help="RAM budget for cached chunks, per-row state and the active-set slab "
-                        "(default 1GB)")
-    t.add_argument("--scratch-dir", default=None, metavar="DIR",
-                   help="local directory for per-row state that does not fit --memory and "
-                        "for the disk slab (default: the system temporary directory)")
-    t.add_argument("--readers", type=int, default=None, metavar="N",
-                   help="threads reading and decompressing blocks ahead of the solver "
-                        "(default: one fewer than the CPUs for a local store, so the "
-                        "solver keeps a core; one per block in flight for a remote one)")
-    t.add_argument("--no-disk-slab", action="store_true",
-                   help="dcd: never copy the active rows to scratch files (by default, once "
-                        "they hold at most half of the store's bytes but do not fit in "
-                        "RAM, sweeps read that uncompressed copy instead of the store)")
-    t.add_argument("--checkpoint", default=None, metavar="DIR_OR_URL",
-                   help="write checkpoints here (any fsspec URL)")
-    t.add_argument("--checkpoint-every-passes", type=float, default=1.0, metavar="N",
-                   help="passes over the data between checkpoints (default 1; a checkpoint "
-                        "is also written at the end and on SIGINT/SIGTERM)")
-    t.add_argument("--resume", action="store_true",
-                   help="continue from the newest valid checkpoint in --checkpoint")
-    t.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
-                   help="model file format (liblinear: LIBLINEAR's text model)")
-    t.add_argument("--json", action="store_true", help="print a JSON summary at the end")
-    t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    _add_storage(t)
+    _add_train(sub)
 
     for name, helptext in (("predict", "write one predicted label per row"),
                            ("evaluate", "accuracy (and objective) of a model on data")):
@@ -209,6 +161,65 @@ def build_parser() -> argparse.ArgumentParser:
     for p in sub.choices.values():
         _add_global_options(p, "verbose_after")
     return parser
+
+
+def _add_train(sub) -> None:
+    """The ``train`` command: its options generated from the run's table and every solver's
+    declared parameters (no hand-copied flag list)."""
+    from ._train import RUN_PARAMS
+    from .solvers import SOLVERS
+    t = sub.add_parser("train", help="train a linear SVM on a store",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Train by streaming the store's chunks through a solver, "
+                                   "until its certificate (the exact relative duality gap for "
+                                   "dcd) is at most --tol, or at --max-passes.\n\nsolvers:\n" +
+                                   "\n".join(f"  {n:8s} {SOLVERS[n].summary}"
+                                             for n in sorted(SOLVERS)))
+    t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
+    t.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
+    t.add_argument("--solver", default="dcd", choices=sorted(SOLVERS),
+                   help="the method (default dcd)")
+    run = t.add_argument_group("run options")
+    for p in RUN_PARAMS:
+        _add_param(run, p, p.default, "")
+    run.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
+                     help="model file format (liblinear: LIBLINEAR's text model)")
+    run.add_argument("--json", action="store_true", help="print a JSON summary at the end, "
+                                                           "the whole history included")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_storage(run)
+    group = t.add_argument_group("solver parameters (the solvers taking each one in brackets; "
+                                 "unset: the solver's default)")
+    seen: dict = {}
+    for name in sorted(SOLVERS):
+        for p in SOLVERS[name].params:
+            seen.setdefault(p.name, (p, []))[1].append(name)
+    for p, names in seen.values():
+        defaults = {SOLVERS[n].param_table()[p.name].default for n in names}
+        choices = sorted({c for n in names for c in (SOLVERS[n].param_table()[p.name].choices
+                                                     or ())})
+        _add_param(group, p, None, f" [{', '.join(names)}]" + (
+            f" (default {defaults.pop()})" if len(defaults) == 1 else ""), choices)
+
+
+def _add_param(group, p, default, note: str, choices=None) -> None:
+    """One option from a declared :class:`~streamsvm.solvers._base.Param`."""
+    dest = p.name
+    if p.kind == "bool":
+        group.add_argument(p.cli_flag, dest=dest, default=default,
+                           action=argparse.BooleanOptionalAction, help=p.help + note)
+    elif p.kind == "class_weight":
+        group.add_argument(p.cli_flag, dest=dest, action="append", default=default,
+                           metavar="LABEL=W|balanced", help=p.help + ", repeatable" + note)
+    elif p.kind == "choice":
+        group.add_argument(p.cli_flag, dest=dest, default=default,
+                           choices=choices or list(p.choices), help=p.help + note)
+    else:
+        conv = {"float": float, "int": int}.get(p.kind, str)
+        shown = f" (default {p.default})" if default is not None and p.default is not None \
+            and not note else ""
+        group.add_argument(p.cli_flag, dest=dest, type=conv, default=default,
+                           metavar=p.name.upper(), help=p.help + shown + note)
 
 
 def _version() -> str:
@@ -297,17 +308,13 @@ def _cmd_quickstart(args) -> int:
     model_path = work / "a9a.model.json"
     print(f"[2/3] train: streamsvm train {work / 'a9a.zarr'} -o {model_path} -C 1 "
           f"--loss hinge")
-    rc = _cmd_train(argparse.Namespace(
-        store=str(work / "a9a.zarr"), output=str(model_path), solver="dcd", C=1.0,
-        loss="hinge", bias=1.0, tol=1e-3, max_passes=200, class_weight=[], seed=0,
-        memory="1GB", checkpoint=None, checkpoint_every_passes=1, resume=False,
-        format="streamsvm", json=False, quiet=False, storage_option=[], scratch_dir=None,
-        readers=None, no_disk_slab=False))
+    rc = _cmd_train(build_parser().parse_args(
+        ["train", str(work / "a9a.zarr"), "-o", str(model_path), "-C", "1", "--loss", "hinge"]))
     if rc:
         return rc
     print(f"[3/3] evaluate: streamsvm evaluate {model_path} {work / 'a9a.t.zarr'}")
-    return _cmd_evaluate(argparse.Namespace(model=str(model_path), data=str(work / "a9a.t.zarr"),
-                                            json=False, zero_based="no", storage_option=[]))
+    return _cmd_evaluate(build_parser().parse_args(
+        ["evaluate", str(model_path), str(work / "a9a.t.zarr")]))
 
 
 def _class_weight(items):
@@ -329,13 +336,34 @@ def _class_weight(items):
     return out
 
 
+def _solver_args(args) -> dict:
+    """The solver parameters given on the command line, checked against ``--solver``."""
+    from .solvers import SOLVERS
+    table = SOLVERS[args.solver].param_table()
+    every = {p.name: p for cls in SOLVERS.values() for p in cls.params}
+    out = {}
+    for name, p in every.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if name not in table:
+            raise SystemExit(f"streamsvm train: error: {p.cli_flag} is not a parameter of "
+                             f"solver {args.solver!r} (its parameters: "
+                             f"{', '.join(q.cli_flag for q in table.values())})")
+        out[name] = _class_weight(value) if p.kind == "class_weight" else value
+    return out
+
+
 def _cmd_train(args) -> int:
     import signal
     import threading
     import time
     from ._outputs import check_writable_file
-    from .estimators import train
+    from ._train import train
+    from .io import open_store
     so = _storage_options(args.storage_option)
+    params = _solver_args(args)
+    # the model's location first: a run that cannot save its model does not start
     check_writable_file(args.output, what="model output (-o)", storage_options=so)
     stop = threading.Event()
 
@@ -344,63 +372,25 @@ def _cmd_train(args) -> int:
             raise KeyboardInterrupt
         stop.set()
         print(f"\nstreamsvm train: {signal.Signals(signum).name} received: finishing the "
-              f"current sweep and writing a checkpoint", file=sys.stderr)
+              f"current iteration and writing a checkpoint", file=sys.stderr)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    bar = None
-    if not args.quiet:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=args.max_passes, unit="pass", desc="train", dynamic_ncols=True,
-                   bar_format="{desc}: {n:.2f}/{total:g} passes [{elapsed}<{remaining}] "
-                              "{postfix}")
     t_start = time.perf_counter()
-    last = {"rows": 0.0, "t": t_start, "mb": 0.0, "mb_total": 0.0}
-
-    def progress(entry):
-        last["mb_total"] += entry["mb_read"]
-        if bar is None:
-            return
-        now = time.perf_counter()
-        if now - last["t"] < 0.5 and not entry["exact"]:
-            return
-        rate = (entry["passes"] - last["rows"]) * n_rows / max(now - last["t"], 1e-9)
-        mbps = (last["mb_total"] - last["mb"]) / max(now - last["t"], 1e-9)
-        last.update(rows=entry["passes"], t=now, mb=last["mb_total"])
-        gap = f"gap {entry['gap']:.2e}" if entry["exact"] else f"gap~{entry['gap']:.2e}"
-        bar.set_postfix_str(f"{gap} primal {entry['primal']:.6g} dual {entry['dual']:.6g} "
-                            f"active {entry['active']:,} {rate:,.0f} rows/s {mbps:.0f} MB/s",
-                            refresh=False)
-        bar.update(min(entry["passes"], args.max_passes) - bar.n)
-
-    from .io import open_store
+    store = open_store(args.store, storage_options=so)
     try:
-        store = open_store(args.store, storage_options=so)
-        n_rows = store.n_rows
         model, result = train(
             store, solver=args.solver, memory=args.memory, seed=args.seed,
-            checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every_passes,
-            resume=args.resume, storage_options=so, callback=progress,
-            should_stop=stop.is_set, scratch_dir=args.scratch_dir, readers=args.readers,
-            C=args.C, loss=args.loss,
-            bias=args.bias, tol=args.tol, max_passes=args.max_passes,
-            class_weight=_class_weight(args.class_weight),
-            **({"disk_slab": False} if args.no_disk_slab else {}))
+            checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+            checkpoint_every_seconds=args.checkpoint_every_seconds, resume=args.resume,
+            storage_options=so, should_stop=stop.is_set, scratch_dir=args.scratch_dir,
+            readers=args.readers, progress=not args.quiet, **params)
     except KeyboardInterrupt:
-        if bar is not None:
-            bar.close()
         where = f"; resume with --resume --checkpoint {args.checkpoint}" if args.checkpoint else ""
         print(f"streamsvm train: interrupted{where}", file=sys.stderr)
         return 130
-    except StreamSVMError:
-        if bar is not None:
-            bar.close()
-        raise
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    if bar is not None:
-        bar.n = min(result.passes, args.max_passes)
-        bar.close()
     try:
         if args.format == "liblinear":
             model.to_liblinear(args.output, storage_options=so)
@@ -414,14 +404,15 @@ def _cmd_train(args) -> int:
         raise OutputNotWritableError(f"cannot write the model output (-o) {args.output!r}: "
                                      f"{_reason(exc)}{hint}") from exc
     seconds = time.perf_counter() - t_start
-    summary = {"passes": result.passes, "n_iter": result.n_iter, "primal": result.primal,
-               "dual": result.dual, "gap": result.stop_value, "converged": result.converged,
-               "seconds": seconds, "model": args.output}
+    summary = {"solver": args.solver, "passes": result.passes, "n_iter": result.n_iter,
+               "primal": result.primal, "dual": result.dual, "gap": result.stop_value,
+               "converged": result.converged, "seconds": seconds, "model": args.output,
+               "history": result.history}
     if args.json:
         print(json.dumps(summary))
     elif not args.quiet:
-        print(f"wrote {args.output}: {result.n_iter} sweeps, {result.passes:.2f} passes, primal "
-              f"{result.primal:.6f}, dual {result.dual:.6f}, relative gap "
+        print(f"wrote {args.output}: {result.n_iter} iterations, {result.passes:.2f} passes, "
+              f"primal {result.primal:.6f}, dual {result.dual:.6f}, relative gap "
               f"{result.stop_value:.2e}, {'converged' if result.converged else 'NOT converged'}, "
               f"{seconds:.2f}s")
     return 0

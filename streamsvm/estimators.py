@@ -1,19 +1,20 @@
-"""scikit-learn-style estimators wrapping the solvers, and :func:`train` (used by the CLI).
+"""scikit-learn-style estimators wrapping the solvers.
 
-``train`` connects the pieces: store → :class:`PassScheduler` → solver (from the registry)
-→ :class:`LinearModel`, with checkpoints through :class:`CheckpointManager`.
+An estimator's parameters are the run's (``memory``, ``random_state``, ``checkpoint``,
+``chunk_rows``), ``solver``, and that solver's declared parameters (its table in
+``solvers/``: ``LinearSVC(solver="dcd").get_params()`` lists them). ``__init__`` only stores
+them; they are validated by the solver at ``fit``, before any pass. ``fit`` runs
+:func:`streamsvm._train.train`, the code path of ``streamsvm train``.
 """
 
 from __future__ import annotations
 
 import logging
-import numbers
 import os
-import time
 
 import numpy as np
 
-from ._outputs import check_writable_dir
+from ._train import train
 from .exceptions import InvalidParameterError, NotFittedError
 from .model import LinearModel, load_model
 from .solvers import SOLVERS
@@ -22,122 +23,7 @@ __all__ = ["LinearSVC", "train"]
 
 log = logging.getLogger(__name__)
 
-
-def _store_identity(store) -> dict:
-    """What a checkpoint records of its store: counts plus the ``store_id`` written at
-    conversion (the same wherever the store is and whatever path names it); stores
-    converted before ids existed fall back to their source's CRC, in-memory stores to a
-    content fingerprint."""
-    meta = store.meta
-    ident = {"n_rows": int(meta["n_rows"]), "n_features": int(meta["n_features"]),
-             "nnz": int(meta["nnz"])}
-    if meta.get("store_id"):
-        ident["store_id"] = meta["store_id"]
-    elif hasattr(store, "fingerprint"):
-        ident["fingerprint"] = store.fingerprint
-    else:
-        ident["crc32"] = (meta.get("source") or {}).get("crc32")
-    return ident
-
-
-def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None,
-          checkpoint_every=0, resume=False, storage_options=None, callback=None,
-          should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
-          **params):
-    """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``.
-
-    Parameters
-    ----------
-    store : Store, InMemoryStore or str
-    solver : str
-        A name in :data:`streamsvm.solvers.SOLVERS`.
-    memory : str or int
-        Budget for cached chunks, per-row state and the RAM slab.
-    seed : int
-    checkpoint : str, optional
-        Directory or URL for checkpoints (any fsspec URL).
-    checkpoint_every : float
-        Passes over the data between checkpoints (0: only at the end or when interrupted).
-    resume : bool
-        Continue from the newest valid checkpoint in ``checkpoint``.
-    scratch_dir : str, optional
-        Local directory for spilled per-row state and dcd's disk slab (default: the system
-        temporary directory).
-    block_rows, prefetch, readers : int, optional
-        Rows per block (default: several hundred blocks a pass), blocks read ahead, and
-        the threads reading them (:class:`~streamsvm.schedule.PassScheduler`).
-    **params
-        Solver parameters (``C``, ``loss``, ``bias``, ``tol``, ``max_passes``, ...).
-
-    Raises
-    ------
-    InvalidParameterError
-        Before the first pass: a bad parameter, or a store with a single class.
-    OutputNotWritableError
-        Before the first pass: ``checkpoint`` or ``scratch_dir`` cannot be written.
-    CheckpointError
-        On resume, a checkpoint of another run (every differing parameter named); during
-        training, a checkpoint that cannot be written (the last good one named).
-    """
-    from .checkpoint import CheckpointManager
-    from .io import open_store
-    from .schedule import PassScheduler
-    if solver not in SOLVERS:
-        raise InvalidParameterError(f"The 'solver' parameter must be one of "
-                                    f"{sorted(SOLVERS)}. Got {solver!r} instead.")
-    if isinstance(params.get("class_weight"), dict):    # JSON-able keys, for checkpoints
-        from .io._labels import label_key
-        params["class_weight"] = {label_key(k) if isinstance(k, numbers.Real) else k: v
-                                  for k, v in params["class_weight"].items()}
-    slv = SOLVERS[solver](**params)          # validates every parameter before any pass
-    if resume and checkpoint is None:
-        raise InvalidParameterError("resume=True needs a checkpoint location")
-    if not hasattr(store, "read_chunk"):
-        store = open_store(store, storage_options=storage_options)
-    if len(store.classes) < 2:
-        raise InvalidParameterError(
-            f"The number of classes has to be greater than one; got {len(store.classes)} "
-            f"class (label {', '.join(store.label_counts) or 'none'} in "
-            f"{'y' if store.url == 'memory' else f'store {store.url!r}'})")
-    if checkpoint is not None:
-        check_writable_dir(checkpoint, what="checkpoint directory",
-                           storage_options=storage_options)
-    if scratch_dir is not None:
-        check_writable_dir(scratch_dir, what="scratch directory")
-    n_rows = store.n_rows
-    if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
-        block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
-    sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
-                          prefetch=prefetch, readers=readers, scratch_dir=scratch_dir)
-    manager = state = None
-    identity = {"store": _store_identity(store) if checkpoint is not None else None,
-                **slv.params(), "seed": seed, "block_rows": block_rows}
-    if checkpoint is not None:
-        manager = CheckpointManager(checkpoint, storage_options=storage_options)
-        if resume:
-            state = manager.load_latest(expect={"identity": identity})
-            if state is None:
-                log.warning("no checkpoint under %s: starting from scratch", checkpoint)
-            else:
-                log.info("resuming from checkpoint %s (sweep %d)", manager.list()[0],
-                         state[1]["n_iter"])
-    save = None
-    if manager is not None:
-        def save(arrays, meta):
-            manager.save(arrays, dict(meta, identity=identity))
-    t0 = time.perf_counter()
-    try:
-        result = slv.solve(sched, state=state, callback=callback, checkpoint=save,
-                           checkpoint_every=checkpoint_every, should_stop=should_stop)
-    finally:
-        sched.close()
-    seconds = time.perf_counter() - t0
-    summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed)
-    model = LinearModel(result.coef, np.asarray(result.intercept, dtype=np.float64),
-                        store.classes, store.task, slv.params(), summary)
-    log.info("%s finished: %d sweeps, %.2f passes, gap %.3g, converged %s, %.2fs", solver,
-             result.n_iter, result.passes, result.stop_value, result.converged, seconds)
-    return model, result
+_RUN = {"memory": "1GB", "random_state": 0, "checkpoint": None, "chunk_rows": 65536}
 
 
 class LinearSVC:
@@ -146,20 +32,17 @@ class LinearSVC:
     Parameters
     ----------
     solver : str, default="dcd"
-    loss : {"squared_hinge", "hinge"}, default="squared_hinge"
-    C : float, default=1.0
-    tol : float, default=1e-3
-        Relative duality gap at which training stops.
-    max_passes : float, default=200
-    bias : float, default=1.0
-        Value of the regularized constant bias feature (LIBLINEAR ``-B``); 0 disables it.
-    class_weight : dict, "balanced" or None
+        A solver of :data:`streamsvm.solvers.SOLVERS`.
     memory : str or int, default="1GB"
     random_state : int, default=0
     checkpoint : str, optional
         Checkpoint directory or URL; ``fit`` resumes from it when it holds a matching one.
     chunk_rows : int, default=65536
         Rows per chunk when fitting on in-memory ``X, y``.
+    **params
+        The solver's parameters; for ``dcd``: ``C`` (1.0), ``loss`` ("squared_hinge" or
+        "hinge"), ``bias`` (1.0), ``tol`` (1e-3), ``max_passes`` (200), ``class_weight``,
+        ``shrinking``, ``slab``, ``disk_slab`` (``streamsvm train --help`` explains each).
 
     Attributes
     ----------
@@ -170,6 +53,8 @@ class LinearSVC:
     n_iter_ : int
     n_passes_ : float
     converged_ : bool
+    history_ : list of dict
+        One entry per outer iteration (``streamsvm.solvers._driver.HISTORY_KEYS``).
     model_ : LinearModel
 
     Examples
@@ -181,37 +66,53 @@ class LinearSVC:
     [1.0, 1.0, -1.0, -1.0]
     """
 
-    def __init__(self, *, solver="dcd", loss="squared_hinge", C=1.0, tol=1e-3, max_passes=200,
-                 bias=1.0, class_weight=None, memory="1GB", random_state=0, checkpoint=None,
-                 chunk_rows=65536):
-        self.solver = solver
-        self.loss = loss
-        self.C = C
-        self.tol = tol
-        self.max_passes = max_passes
-        self.bias = bias
-        self.class_weight = class_weight
+    default_solver = "dcd"
+
+    def __init__(self, *, solver=None, memory="1GB", random_state=0, checkpoint=None,
+                 chunk_rows=65536, **params):
+        self.solver = self.default_solver if solver is None else solver
         self.memory = memory
         self.random_state = random_state
         self.checkpoint = checkpoint
         self.chunk_rows = chunk_rows
+        for k, v in params.items():
+            setattr(self, k, v)
+        self._given = set(params)
+
+    def _table(self) -> dict:
+        cls = SOLVERS.get(self.solver)
+        return cls.param_table() if cls is not None else {}
 
     def get_params(self, deep=True) -> dict:
-        return {k: getattr(self, k) for k in ("solver", "loss", "C", "tol", "max_passes", "bias",
-                                              "class_weight", "memory", "random_state",
-                                              "checkpoint", "chunk_rows")}
+        """The run's parameters, ``solver`` and that solver's (defaults for those not set)."""
+        out = {"solver": self.solver, **{k: getattr(self, k) for k in _RUN}}
+        for name, p in self._table().items():
+            out[name] = getattr(self, name, p.default)
+        for name in self._given - set(out):         # unknown to the solver: fit refuses them
+            out[name] = getattr(self, name)
+        return out
 
     def set_params(self, **params):
-        valid = self.get_params()
+        if "solver" in params:
+            self.solver = params.pop("solver")
+        valid = {"solver", *_RUN, *self._table()}
         for k, v in params.items():
             if k not in valid:
-                raise InvalidParameterError(f"Invalid parameter {k!r} for estimator LinearSVC. "
+                raise InvalidParameterError(f"Invalid parameter {k!r} for estimator "
+                                            f"{type(self).__name__} with solver {self.solver!r}. "
                                             f"Valid parameters are: {sorted(valid)}.")
             setattr(self, k, v)
+            if k not in _RUN:
+                self._given.add(k)
         return self
 
     def __repr__(self) -> str:
-        return "LinearSVC(" + ", ".join(f"{k}={v!r}" for k, v in self.get_params().items()) + ")"
+        shown = {k: v for k, v in self.get_params().items()
+                 if k in ("solver", *self._given) or k in _RUN and v != _RUN[k]}
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    def _solver_params(self) -> dict:
+        return {k: v for k, v in self.get_params().items() if k not in _RUN and k != "solver"}
 
     def fit(self, X, y=None):
         """Fit on a Store, a store URL, or in-memory ``X`` (sparse/dense) with ``y``."""
@@ -224,15 +125,18 @@ class LinearSVC:
             if y is None:
                 raise InvalidParameterError("y is required when X is an in-memory matrix")
             store = InMemoryStore(X, y, chunk_rows=self.chunk_rows)
+        if self.solver not in SOLVERS:
+            raise InvalidParameterError(f"The 'solver' parameter of {type(self).__name__} must "
+                                        f"be one of {sorted(SOLVERS)}. Got {self.solver!r} "
+                                        f"instead.")
         model, result = train(store, solver=self.solver, memory=self.memory,
                               seed=self.random_state, checkpoint=self.checkpoint,
-                              resume=self.checkpoint is not None, loss=self.loss, C=self.C,
-                              tol=self.tol, max_passes=self.max_passes, bias=self.bias,
-                              class_weight=self.class_weight)
+                              resume=self.checkpoint is not None, **self._solver_params())
         self._set_model(model)
         self.n_iter_ = int(result.n_iter)
         self.n_passes_ = float(result.passes)
         self.converged_ = bool(result.converged)
+        self.history_ = result.history
         return self
 
     def _set_model(self, model: LinearModel):
@@ -247,9 +151,10 @@ class LinearSVC:
         """An estimator around a saved or in-memory :class:`LinearModel`."""
         if not isinstance(model, LinearModel):
             model = load_model(model)
-        p = model.params
-        est = cls(solver=p.get("solver", "dcd"), loss=p.get("loss", "squared_hinge"),
-                  C=p.get("C", 1.0), tol=p.get("tol", 1e-3), bias=p.get("bias", 1.0))
+        p = dict(model.params)
+        solver = p.pop("solver", cls.default_solver)
+        table = SOLVERS[solver].param_table() if solver in SOLVERS else {}
+        est = cls(solver=solver, **{k: v for k, v in p.items() if k in table})
         est._set_model(model)
         s = model.summary
         est.n_iter_, est.n_passes_ = s.get("n_iter"), s.get("passes")
@@ -258,7 +163,8 @@ class LinearSVC:
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):
-            raise NotFittedError("This LinearSVC instance is not fitted yet. Call 'fit' first.")
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call "
+                                 f"'fit' first.")
 
     def _check_n_features(self, X):
         """``X`` as an array or sparse matrix with ``n_features_in_`` columns."""
@@ -267,8 +173,9 @@ class LinearSVC:
         if X.ndim != 2:
             raise InvalidParameterError(f"Expected a 2-D X, got an array of shape {X.shape}.")
         if X.shape[1] != self.n_features_in_:
-            raise InvalidParameterError(f"X has {X.shape[1]} features, but LinearSVC is "
-                                        f"expecting {self.n_features_in_} features as input.")
+            raise InvalidParameterError(f"X has {X.shape[1]} features, but "
+                                        f"{type(self).__name__} is expecting "
+                                        f"{self.n_features_in_} features as input.")
         return X
 
     def decision_function(self, X):

@@ -23,8 +23,16 @@ from .io._urls import is_local, url_to_fs
 __all__ = ["LinearModel", "load_model", "MODEL_FORMAT"]
 
 MODEL_FORMAT = "streamsvm-linear-model/1"
-_LIBLINEAR_SOLVER = {("dcd", "hinge"): "L2R_L1LOSS_SVC_DUAL",
-                     ("dcd", "squared_hinge"): "L2R_L2LOSS_SVC_DUAL"}
+def _liblinear_solver(problem) -> str:
+    """LIBLINEAR's ``solver_type`` for a problem (informational: its ``predict`` scores every
+    linear model alike)."""
+    if problem is None:
+        return "L2R_L2LOSS_SVC_DUAL"
+    if problem.layout == "joint":
+        return "MCSVM_CS"
+    if problem.l1:
+        return "L1R_L2LOSS_SVC"
+    return "L2R_L1LOSS_SVC_DUAL" if problem.loss == "hinge" else "L2R_L2LOSS_SVC_DUAL"
 _LIBLINEAR_LOSS = {"L2R_LR": "log", "L2R_L2LOSS_SVC_DUAL": "squared_hinge",
                    "L2R_L2LOSS_SVC": "squared_hinge", "L2R_L1LOSS_SVC_DUAL": "hinge",
                    "MCSVM_CS": "crammer_singer", "L1R_L2LOSS_SVC": "squared_hinge",
@@ -56,9 +64,12 @@ class LinearModel:
         Original labels.
     task : {"binary", "multiclass"}
     params : dict
-        Training parameters (solver, loss, C, bias, tol, class weights, ...).
+        Training parameters (solver and its parameters).
     summary : dict
-        Solver report (passes, n_iter, primal, dual, gap, converged, seconds, ...).
+        Solver report (passes, n_iter, primal, dual, gap, converged, history, ...).
+    problem : dict, optional
+        The :class:`~streamsvm.problem.Problem` the solver declared (loss, C, class weights,
+        bias mode, layout): ``evaluate`` computes the objective from it.
     """
 
     coef: np.ndarray
@@ -67,6 +78,21 @@ class LinearModel:
     task: str
     params: dict
     summary: dict
+    problem: dict | None = None
+
+    def problem_obj(self):
+        """The :class:`~streamsvm.problem.Problem` of this model, or None when unknown
+        (a LIBLINEAR model of another loss; models of older versions: from their params)."""
+        from .problem import LOSSES, Problem
+        d = self.problem
+        if d is None:
+            p = self.params
+            if p.get("loss") not in LOSSES:
+                return None
+            d = {"loss": p["loss"], "C": p.get("C"), "class_weight": p.get("class_weight"),
+                 "bias": float(p.get("bias", 0.0) or 0.0),
+                 "layout": "binary" if self.task == "binary" else "ovr"}
+        return Problem.from_dict(d)
 
     @property
     def n_features(self) -> int:
@@ -99,8 +125,9 @@ class LinearModel:
     # -- persistence -----------------------------------------------------------------
     def to_dict(self) -> dict:
         return {"format": MODEL_FORMAT, "task": self.task, "classes": self.classes.tolist(),
-                "n_features": self.n_features, "params": self.params, "summary": self.summary,
-                "coef": _encode(self.coef), "intercept": _encode(self.intercept)}
+                "n_features": self.n_features, "params": self.params, "problem": self.problem,
+                "summary": self.summary, "coef": _encode(self.coef),
+                "intercept": _encode(self.intercept)}
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "model") -> "LinearModel":
@@ -109,7 +136,7 @@ class LinearModel:
                                  f"expected {MODEL_FORMAT!r})")
         return cls(_decode(d["coef"]), _decode(d["intercept"]),
                    np.asarray(d["classes"], dtype=np.float64), d["task"], d["params"],
-                   d["summary"])
+                   d["summary"], d.get("problem"))
 
     def save(self, path, *, storage_options=None) -> None:
         """Write the model as one JSON file (atomically)."""
@@ -121,9 +148,10 @@ class LinearModel:
         if not np.all(labels == np.round(labels)):
             raise InvalidParameterError("LIBLINEAR model files need integer class labels; "
                                         f"this model has {labels.tolist()}")
-        bias = float(self.params.get("bias", 0.0) or 0.0)
-        solver = self.params.get("solver_type") or _LIBLINEAR_SOLVER.get(
-            (self.params.get("solver"), self.params.get("loss")), "L2R_L2LOSS_SVC_DUAL")
+        problem = self.problem_obj()
+        bias = float(problem.bias if problem is not None else
+                     self.params.get("bias", 0.0) or 0.0)
+        solver = self.params.get("solver_type") or _liblinear_solver(problem)
         if self.task == "binary":
             order = [1, 0]                 # LIBLINEAR: w scores the first label as positive
             W = self.coef[:1]

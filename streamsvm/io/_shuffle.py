@@ -199,16 +199,11 @@ def _write_by_bucket(files, bucket, n_buckets, labels, indptr, indices, values) 
 
 
 def _take_rows(rows, labels, indptr, indices, values):
-    """Rows ``rows`` (in that order) of a CSR block, as a new CSR block (``values`` may be
-    empty: then the result has none either)."""
-    from ..kernels import csr_take_rows
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    nnz = int((indptr[rows + 1] - indptr[rows]).sum())
-    new_indptr = np.empty(len(rows) + 1, dtype=np.int64)
-    out_indices = np.empty(nnz, dtype=indices.dtype)
-    out_values = np.empty(nnz if len(values) else 0, dtype=values.dtype)
-    csr_take_rows(indptr, indices, values, rows, new_indptr, out_indices, out_values)
-    return labels[rows], new_indptr, out_indices, out_values
+    """Rows ``rows`` (in that order) of a CSR block, as ``(labels, indptr, indices, values)``
+    (``values`` may be empty: then the result has none either)."""
+    from ..kernels import take_rows
+    y, (new_indptr, out_indices, out_values) = take_rows(rows, labels, (indptr, indices, values))
+    return y, new_indptr, out_indices, out_values
 
 
 def _iter_frames(path, index_dtype, dtype):

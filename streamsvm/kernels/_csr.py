@@ -1,28 +1,31 @@
 """CSR primitives: the one sparse-operator module (like LIBLINEAR's ``sparse_operator``).
 
-Losses, per-chunk solver epochs and the Walrus kernels build on these functions; nothing
-else in streamsvm loops over CSR arrays.
+Losses, solver epochs and the Walrus kernels build on these functions; nothing else in
+streamsvm loops over CSR arrays.
 
 Conventions (DESIGN.md §7)
 --------------------------
-- Module-level ``@njit(cache=True, nogil=True)`` functions of arrays and scalars only: no
-  globals, no I/O, no allocation.
-- A CSR matrix is passed as its three arrays: ``indptr`` of shape (n_rows + 1,) (int32 or
-  int64; positions into ``indices``/``data``, so a chunk's local ``indptr`` starting at 0
+- A CSR block travels as one tuple ``X = (indptr, indices, data)``: ``indptr`` of shape
+  (n_rows + 1,) (positions into ``indices``/``data``: a block's local pointer starting at 0
   works as well as a global one), ``indices`` of shape (nnz,) (int32 or int64 feature ids)
   and ``data`` of shape (nnz,) (float32 or float64).
-- Results go only into arguments named ``out*``. Kernels whose name ends in ``_add``
-  accumulate into ``out``; the others overwrite it.
-- Dot products accumulate in float64 whatever the dtype of ``data``. Matrix outputs
-  (``csr_matmat``) accumulate in the dtype of ``out``: pass float64.
-- **No bias.** These kernels see only the stored features. A solver with a bias ``b``
-  treated as a constant feature ``B`` adds ``B * b`` to each ``row_dot`` and
-  ``B * sum(v)`` to the bias component of a transposed product itself.
+- **Unit-valued rows, in one place.** A store whose values are all 1 keeps no ``data``; the
+  row primitives take a flag ``unit`` (read the indices only), and the block kernels treat
+  an empty ``data`` next to non-empty ``indices`` as all ones (:func:`is_unit`).
+- **One orientation of the weights:** ``W`` of shape (n_features, k), one model per column
+  (``W[j, c]``), C-contiguous and float64. A binary model is ``W`` of shape (d, 1), the
+  same memory as a d-vector; the per-row loops over the k models then read adjacent
+  values of a feature.
+- Results go only into arguments named ``out*``; kernels whose name ends in ``_add``
+  accumulate into ``out``, the others overwrite it. Dot products accumulate in float64
+  whatever the dtype of ``data``.
+- **No bias.** These kernels see only the stored features; a solver with a bias ``b`` treated
+  as a constant feature of value ``B`` adds ``B * b`` itself.
+- The row primitives are inlined into their callers and allocate nothing (``_jit.py``).
 
-Compile cost: numba compiles one specialization per combination of argument types
-(``indices`` int32/int64 × ``data`` float32/float64 × dtype and layout of ``w``/``out``).
-Keep ``w``, ``W`` and ``out`` float64 and C-contiguous so each kernel has at most four
-versions; ``cache=True`` keeps them on disk across processes.
+Compile cost: numba compiles one specialization per combination of argument types; keep
+``W`` and ``out`` float64 and C-contiguous. ``cache=True`` keeps them on disk across
+processes.
 """
 
 from __future__ import annotations
@@ -30,253 +33,166 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._jit import kernel_inline
+
 __all__ = [
-    "row_dot", "row_axpy", "row_dot_multi", "row_axpy_multi", "row_sq_norms",
-    "csr_matvec", "csr_matvec_subset", "csr_rmatvec_add", "csr_rmatvec_subset_add",
-    "csr_matmat", "csr_rmatmat_add", "csr_take_rows", "csr_check", "values_within",
-    "indptr_check",
+    "is_unit", "row_dot", "row_axpy", "row_dots", "row_axpys", "row_sq_norm",
+    "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
+    "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
 ]
 
 
-@njit(cache=True, nogil=True)
-def row_dot(indptr, indices, data, i, w):
-    """Dot product of row ``i`` with a dense vector, accumulated in float64.
+# -- row primitives (inlined) ------------------------------------------------------------
+
+@kernel_inline
+def is_unit(X):
+    """Whether ``X`` holds unit values: ``data`` empty while ``indices`` is not."""
+    return X[2].shape[0] == 0 and X[1].shape[0] > 0
+
+
+@kernel_inline
+def row_dot(X, unit, i, W, c):
+    """``x_i · W[:, c]``, accumulated in float64.
 
     Parameters
     ----------
-    indptr : ndarray of shape (n_rows + 1,)
-    indices : ndarray of shape (nnz,)
-    data : ndarray of shape (nnz,)
+    X : tuple (indptr, indices, data)
+    unit : bool
+        Every value is 1 (``data`` not read).
     i : int
-        Row index.
-    w : ndarray of shape (n_features,)
-
-    Returns
-    -------
-    float
-        ``x_i · w``.
+        Row.
+    W : ndarray of shape (n_features, k)
+    c : int
+        Column (model).
     """
+    indptr, indices, data = X
     s = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        s += np.float64(data[p]) * w[indices[p]]
+    if unit:
+        for p in range(indptr[i], indptr[i + 1]):
+            s += W[indices[p], c]
+    else:
+        for p in range(indptr[i], indptr[i + 1]):
+            s += np.float64(data[p]) * W[indices[p], c]
     return s
 
 
-@njit(cache=True, nogil=True)
-def row_axpy(indptr, indices, data, i, a, out_w):
-    """Add ``a * x_i`` to a dense vector in place.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    i : int
-        Row index.
-    a : float
-    out_w : ndarray of shape (n_features,)
-        Updated in place: ``out_w += a * x_i``.
-    """
-    for p in range(indptr[i], indptr[i + 1]):
-        out_w[indices[p]] += a * np.float64(data[p])
+@kernel_inline
+def row_axpy(X, unit, i, a, out_W, c):
+    """``out_W[:, c] += a · x_i``."""
+    indptr, indices, data = X
+    if unit:
+        for p in range(indptr[i], indptr[i + 1]):
+            out_W[indices[p], c] += a
+    else:
+        for p in range(indptr[i], indptr[i + 1]):
+            out_W[indices[p], c] += a * np.float64(data[p])
 
 
-@njit(cache=True, nogil=True)
-def row_dot_multi(indptr, indices, data, i, W, out):
-    """Products of row ``i`` with every column of ``W`` (several models at once).
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    i : int
-        Row index.
-    W : ndarray of shape (n_features, k)
-    out : ndarray of shape (k,)
-        Overwritten with ``x_i @ W`` (accumulated in the dtype of ``out``).
-    """
+@kernel_inline
+def row_dots(X, unit, i, W, out):
+    """``out[c] = x_i · W[:, c]`` for every column, one read of the row."""
+    indptr, indices, data = X
     k = W.shape[1]
-    for j in range(k):
-        out[j] = 0.0
+    for c in range(k):
+        out[c] = 0.0
     for p in range(indptr[i], indptr[i + 1]):
-        x = np.float64(data[p])
-        c = indices[p]
-        for j in range(k):
-            out[j] += x * W[c, j]
+        x = 1.0 if unit else np.float64(data[p])
+        j = indices[p]
+        for c in range(k):
+            out[c] += x * W[j, c]
 
+
+@kernel_inline
+def row_axpys(X, unit, i, a, out_W):
+    """``out_W[:, c] += a[c] · x_i`` for every column, one read of the row."""
+    indptr, indices, data = X
+    k = out_W.shape[1]
+    for p in range(indptr[i], indptr[i + 1]):
+        x = 1.0 if unit else np.float64(data[p])
+        j = indices[p]
+        for c in range(k):
+            out_W[j, c] += x * a[c]
+
+
+@kernel_inline
+def row_sq_norm(X, unit, i, s0):
+    """``s0 + ‖x_i‖²`` (summed in row order after ``s0``)."""
+    indptr, indices, data = X
+    if unit:
+        return s0 + (indptr[i + 1] - indptr[i])
+    s = s0
+    for p in range(indptr[i], indptr[i + 1]):
+        v = np.float64(data[p])
+        s += v * v
+    return s
+
+
+# -- block kernels -----------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def row_axpy_multi(indptr, indices, data, i, a, out_W):
-    """Add the outer product ``x_i ⊗ a`` to a dense matrix in place.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    i : int
-        Row index.
-    a : ndarray of shape (k,)
-    out_W : ndarray of shape (n_features, k)
-        Updated in place: ``out_W[c, :] += x_ic * a`` for every stored feature ``c``.
-    """
-    k = a.shape[0]
-    for p in range(indptr[i], indptr[i + 1]):
-        x = np.float64(data[p])
-        c = indices[p]
-        for j in range(k):
-            out_W[c, j] += x * a[j]
-
-
-@njit(cache=True, nogil=True)
-def row_sq_norms(indptr, indices, data, out):
-    """Squared Euclidean norm of every row, accumulated in float64.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    out : ndarray of shape (n_rows,)
-        Overwritten with ``‖x_i‖²``.
-    """
-    n = indptr.shape[0] - 1
-    if out.shape[0] != n:
-        raise ValueError("row_sq_norms: out must have shape (n_rows,)")
-    for i in range(n):
+def csr_matvec(X, w, out):
+    """``out = X w`` for one model: ``w`` of shape (n_features,), ``out`` of shape (n_rows,)."""
+    indptr, indices, data = X
+    unit = is_unit(X)
+    for i in range(indptr.shape[0] - 1):
         s = 0.0
         for p in range(indptr[i], indptr[i + 1]):
-            x = np.float64(data[p])
-            s += x * x
+            s += (1.0 if unit else np.float64(data[p])) * w[indices[p]]
         out[i] = s
 
 
 @njit(cache=True, nogil=True)
-def csr_matvec(indptr, indices, data, w, out):
-    """Matrix-vector product ``out = X w``.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    w : ndarray of shape (n_features,)
-    out : ndarray of shape (n_rows,)
-        Overwritten with ``X @ w``.
-    """
-    n = indptr.shape[0] - 1
-    if out.shape[0] != n:
-        raise ValueError("csr_matvec: out must have shape (n_rows,)")
-    for i in range(n):
-        out[i] = row_dot(indptr, indices, data, i, w)
-
-
-@njit(cache=True, nogil=True)
-def csr_matvec_subset(indptr, indices, data, rows, w, out):
-    """Matrix-vector product restricted to some rows: ``out[i] = x_i · w`` for ``i`` in ``rows``.
-
-    Entries of ``out`` for rows not listed are left unchanged (an active-set ``X_I w``).
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    rows : ndarray of shape (n_subset,), int
-        Row indices (local to the CSR arrays).
-    w : ndarray of shape (n_features,)
-    out : ndarray of shape (n_rows,)
-        Indexed by row.
-    """
-    n = indptr.shape[0] - 1
-    if out.shape[0] != n:
-        raise ValueError("csr_matvec_subset: out must have shape (n_rows,)")
-    for r in range(rows.shape[0]):
-        i = rows[r]
-        out[i] = row_dot(indptr, indices, data, i, w)
-
-
-@njit(cache=True, nogil=True)
-def csr_rmatvec_add(indptr, indices, data, v, out):
-    """Transposed product added in place: ``out += Xᵀ v``.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    v : ndarray of shape (n_rows,)
-    out : ndarray of shape (n_features,)
-        Updated in place. Rows with ``v_i == 0`` are skipped.
-    """
-    n = indptr.shape[0] - 1
-    if v.shape[0] != n:
-        raise ValueError("csr_rmatvec_add: v must have shape (n_rows,)")
-    for i in range(n):
+def csr_rmatvec_add(X, v, out):
+    """``out += Xᵀ v`` for one model: ``v`` of shape (n_rows,), ``out`` of shape
+    (n_features,). Rows with ``v_i = 0`` are skipped."""
+    indptr, indices, data = X
+    unit = is_unit(X)
+    for i in range(indptr.shape[0] - 1):
         a = np.float64(v[i])
-        if a != 0.0:
-            row_axpy(indptr, indices, data, i, a, out)
+        if a == 0.0:
+            continue
+        for p in range(indptr[i], indptr[i + 1]):
+            out[indices[p]] += a * (1.0 if unit else np.float64(data[p]))
 
 
 @njit(cache=True, nogil=True)
-def csr_rmatvec_subset_add(indptr, indices, data, rows, v, out):
-    """Transposed product over some rows: ``out += Σ_{i in rows} v_i x_i``.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    rows : ndarray of shape (n_subset,), int
-        Row indices (local to the CSR arrays), e.g. an active set ``I``.
-    v : ndarray of shape (n_rows,)
-        Indexed by row (not by position in ``rows``).
-    out : ndarray of shape (n_features,)
-        Updated in place.
-    """
-    n = indptr.shape[0] - 1
-    if v.shape[0] != n:
-        raise ValueError("csr_rmatvec_subset_add: v must have shape (n_rows,)")
-    for r in range(rows.shape[0]):
-        i = rows[r]
-        row_axpy(indptr, indices, data, i, np.float64(v[i]), out)
+def csr_matmat(X, W, out):
+    """``out = X W``: ``W`` of shape (n_features, k), ``out`` of shape (n_rows, k)."""
+    unit = is_unit(X)
+    for i in range(X[0].shape[0] - 1):
+        row_dots(X, unit, i, W, out[i])
 
 
 @njit(cache=True, nogil=True)
-def csr_matmat(indptr, indices, data, W, out):
-    """Product with several models at once: ``out = X W``.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    W : ndarray of shape (n_features, k)
-        One model per column (several C values or classes).
-    out : ndarray of shape (n_rows, k)
-        Overwritten with ``X @ W`` (accumulated in the dtype of ``out``).
-    """
-    n = indptr.shape[0] - 1
-    if out.shape[0] != n or out.shape[1] != W.shape[1]:
-        raise ValueError("csr_matmat: out must have shape (n_rows, k)")
-    for i in range(n):
-        row_dot_multi(indptr, indices, data, i, W, out[i])
+def csr_rmatmat_add(X, V, out):
+    """``out += Xᵀ V``: ``V`` of shape (n_rows, k), ``out`` of shape (n_features, k)."""
+    unit = is_unit(X)
+    for i in range(X[0].shape[0] - 1):
+        row_axpys(X, unit, i, V[i], out)
 
 
 @njit(cache=True, nogil=True)
-def csr_rmatmat_add(indptr, indices, data, V, out):
-    """Transposed product with several columns added in place: ``out += Xᵀ V``.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays, see the module docstring.
-    V : ndarray of shape (n_rows, k)
-    out : ndarray of shape (n_features, k)
-        Updated in place.
-    """
-    n = indptr.shape[0] - 1
-    if V.shape[0] != n or out.shape[1] != V.shape[1]:
-        raise ValueError("csr_rmatmat_add: V must have shape (n_rows, k), out (n_features, k)")
-    for i in range(n):
-        row_axpy_multi(indptr, indices, data, i, V[i], out)
+def row_sq_norms(X, s0, out):
+    """``out[i] = s0 + ‖x_i‖²`` for every row (``s0``: e.g. the squared bias feature)."""
+    unit = is_unit(X)
+    for i in range(X[0].shape[0] - 1):
+        out[i] = row_sq_norm(X, unit, i, s0)
 
 
 @njit(cache=True, nogil=True)
-def csr_take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data):
-    """Copy rows ``rows`` (in that order) into a new CSR matrix.
+def csr_take_rows(X, rows, out):
+    """Copy rows ``rows`` (in that order) into ``out = (indptr, indices, data)``.
 
-    ``out_indptr`` (shape (len(rows) + 1,), int64) is overwritten with the new row pointer;
-    ``out_indices`` and ``out_data`` must hold ``sum of the rows' lengths`` entries. When
-    ``data`` is empty (a store whose values are all 1 keeps none) ``out_data`` is not
-    written.
+    ``out[0]`` (shape (len(rows) + 1,), int64) is overwritten with the new row pointer;
+    ``out[1]`` and ``out[2]`` must hold the rows' entries (``out[2]`` may be empty when
+    ``X[2]`` is: a store whose values are all 1 keeps none).
     """
+    indptr, indices, data = X
+    out_indptr, out_indices, out_data = out
     out_indptr[0] = 0
     q = 0
-    copy_data = len(data) > 0
-    for k in range(len(rows)):
+    copy_data = data.shape[0] > 0
+    for k in range(rows.shape[0]):
         i = rows[k]
         for p in range(indptr[i], indptr[i + 1]):
             out_indices[q] = indices[p]
@@ -287,8 +203,53 @@ def csr_take_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data
 
 
 @njit(cache=True, nogil=True)
+def kept_rows(indptr, key, threshold, out_keep):
+    """Rows whose ``key`` reaches ``threshold`` in some column.
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,)
+    key : ndarray of shape (n_rows, width)
+    threshold : scalar
+    out_keep : ndarray of shape (n_rows,), bool
+        Overwritten: whether each row is kept.
+
+    Returns
+    -------
+    (rows, nnz) : the kept rows and their stored entries.
+    """
+    rows = 0
+    nnz = 0
+    for i in range(key.shape[0]):
+        keep = False
+        for c in range(key.shape[1]):
+            if key[i, c] >= threshold:
+                keep = True
+                break
+        out_keep[i] = keep
+        if keep:
+            rows += 1
+            nnz += indptr[i + 1] - indptr[i]
+    return rows, nnz
+
+
+def take_rows(rows, y, X):
+    """Rows ``rows`` (in that order) of a CSR block with labels ``y``, as new arrays
+    ``(y[rows], (indptr, indices, data))`` (an empty ``data`` stays empty)."""
+    indptr, indices, data = X
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    nnz = int((indptr[rows + 1] - indptr[rows]).sum())
+    out = (np.empty(len(rows) + 1, dtype=np.int64), np.empty(nnz, dtype=indices.dtype),
+           np.empty(nnz if len(data) else 0, dtype=data.dtype))
+    csr_take_rows((indptr, indices, data), rows, out)
+    return y[rows], out
+
+
+# -- checks --------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
 def csr_check(indptr, indices, n_features, sorted_rows):
-    """Whether CSR arrays are safe to hand to a kernel (the store's read-time check).
+    """Whether CSR arrays are safe to hand to a kernel (``streamsvm verify``).
 
     Parameters
     ----------
@@ -298,7 +259,7 @@ def csr_check(indptr, indices, n_features, sorted_rows):
         Feature ids; must lie in ``[0, n_features)``.
     n_features : int
     sorted_rows : bool
-        Also require strictly increasing ids within each row (``streamsvm verify``).
+        Also require strictly increasing ids within each row.
 
     Returns
     -------
@@ -308,12 +269,6 @@ def csr_check(indptr, indices, n_features, sorted_rows):
     row : int
         The first row at fault (-1 when valid; for code 1, ``n_rows`` when the last
         pointer does not match ``len(indices)``).
-
-    Notes
-    -----
-    The range check is a min/max reduction over ``indices`` (vectorized: a pass over the
-    store's indices costs about what copying them does); the row at fault is searched for
-    only when it fails.
     """
     n = indptr.shape[0] - 1
     if n < 0 or indptr[0] != 0:
@@ -343,6 +298,21 @@ def csr_check(indptr, indices, n_features, sorted_rows):
 
 
 @njit(cache=True, nogil=True)
+def indptr_check(indptr, nnz):
+    """The first row whose pointers are wrong (-1 when none): ``indptr`` must start at 0,
+    never decrease and end at ``nnz``."""
+    n = indptr.shape[0] - 1
+    if n < 0 or indptr[0] != 0:
+        return 0
+    for i in range(n):
+        if indptr[i + 1] < indptr[i]:
+            return i
+    if indptr[n] != nnz:
+        return n
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def values_within(values, lo, hi, nonzero):
     """Whether every value lies in ``[lo, hi]`` (and is non-zero when ``nonzero``).
 
@@ -359,18 +329,3 @@ def values_within(values, lo, hi, nonzero):
         mx = max(mx, v)
         zeros += v == 0
     return mn >= lo and mx <= hi and not (nonzero and zeros > 0)
-
-
-@njit(cache=True, nogil=True)
-def indptr_check(indptr, nnz):
-    """The first row whose pointers are wrong (-1 when none): ``indptr`` must start at 0,
-    never decrease and end at ``nnz``."""
-    n = indptr.shape[0] - 1
-    if n < 0 or indptr[0] != 0:
-        return 0
-    for i in range(n):
-        if indptr[i + 1] < indptr[i]:
-            return i
-    if indptr[n] != nnz:
-        return n
-    return -1

@@ -1,15 +1,20 @@
 """The pass scheduler: the only component that touches data (DESIGN.md §4).
 
-Solvers stream a store's blocks through their kernels with :class:`PassScheduler`
-(``blocks`` for sequential block methods, ``map_reduce`` for fused reductions), keep
-per-row state in :class:`RowState` arrays it owns, and build weighted visiting orders with
-:func:`weighted_schedule`.
+Solvers see a store only through :class:`PassScheduler`: sweeps of blocks (``blocks``) and
+of groups of resident blocks (``groups``), fused reductions into accumulators it owns
+(``map_reduce`` with :class:`Accumulator`), rows kept resident in RAM or on scratch disk
+(``resident_rows``), per-row state (:class:`RowState`), the memory budget and the pass
+count. A :class:`Backend` runs the kernels: the local one here, threads of this process.
 """
 
+from ._backend import Backend
 from ._blocks import Block
 from ._memory import parse_memory
-from ._orders import ORDERS, weighted_schedule
-from ._scheduler import PassScheduler
+from ._orders import ORDERS, chunk_groups, weighted_schedule
+from ._reduce import Accumulator
+from ._resident import ResidentRows
+from ._scheduler import Group, PassScheduler
 from ._state import RowState
 
-__all__ = ["Block", "ORDERS", "PassScheduler", "RowState", "parse_memory", "weighted_schedule"]
+__all__ = ["Accumulator", "Backend", "Block", "Group", "ORDERS", "PassScheduler",
+           "ResidentRows", "RowState", "chunk_groups", "parse_memory", "weighted_schedule"]

@@ -38,11 +38,14 @@ class Block(Chunk):
         Sweep that visited the block (-1 outside a sweep).
     position : int
         Position of this visit in the sweep (-1 outside a sweep).
+    rank : int
+        Rank of this visit in (block id, occurrence) order (reductions fold by it).
     """
 
     chunk: int = -1
     sweep: int = -1
     position: int = -1
+    rank: int = -1
 
 
 class BlockLayout:

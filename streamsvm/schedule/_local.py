@@ -1,12 +1,8 @@
-"""The local thread backend: blocks read from the store by read-ahead threads, kept in a cache.
+"""The local backend: blocks read ahead by threads of this process, kept in a cache, and
+kernels run in the calling thread (:class:`~streamsvm.schedule._backend.Backend`).
 
-A backend owns *how blocks reach the consumer*: reading, caching, counting I/O. The
-scheduler above it owns orders, pass accounting, per-row state and the fixed-order
-reduction. A ``dask.distributed`` backend would be another module with the same two
-methods: its ``map_reduce`` would ship ``func`` to the workers owning each block (they read
-the store themselves and keep their blocks' per-row state), then fold the partials in the
-same rank order as :class:`~streamsvm.schedule._reduce.OrderedReducer`, so its results
-equal this backend's bit for bit.
+The one read-ahead pipeline of the package: sweeps of the store and of resident rows on
+scratch disk both come through :meth:`LocalBackend.iter_blocks`.
 """
 
 from __future__ import annotations
@@ -16,12 +12,14 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from ..exceptions import StoreError
 from ..io import Chunk
+from ._backend import Backend
 from ._blocks import Block, BlockLayout
 from ._cache import BlockCache
 from ._prefetch import read_ahead
@@ -84,7 +82,7 @@ def _compact(block: Block) -> Block:
                                data=block.data.copy(), y=block.y.copy())
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Read ``prefetch`` blocks ahead of ``store`` with ``readers`` threads, caching up to
     ``cache_bytes``.
 
@@ -129,6 +127,7 @@ class LocalBackend:
         self.store_reads = 0
         self.cache_hits = 0
         self.bytes_read = 0
+        self.kernel_seconds = 0.0
 
     @property
     def threads(self) -> int:
@@ -202,8 +201,17 @@ class LocalBackend:
                         self._recent.popitem(last=False)
         return chunk.rows(start - chunk.row_start, stop - chunk.row_start)
 
-    def iter_blocks(self, ids: Iterable[int]) -> Iterator[Block]:
-        """Yield the blocks ``ids`` in order, from the cache or read ahead from the store."""
+    def iter_blocks(self, ids: Iterable[int], source=None) -> Iterator[Block]:
+        """Yield the blocks ``ids`` in order, from the cache or read ahead from the store
+        (or from ``source``, resident rows on scratch disk: read ahead, never cached)."""
+        if source is not None:
+            blocks = read_ahead(ids, source.read_block, self.prefetch, threads=self.threads)
+            try:
+                for _, block, _ in blocks:
+                    yield block
+            finally:
+                blocks.close()
+            return
         blocks = read_ahead(ids, self.read_block, self.prefetch, lookup=self.cache.get,
                             threads=self.threads)
         try:
@@ -222,3 +230,15 @@ class LocalBackend:
                 yield block
         finally:
             blocks.close()
+
+    def map_blocks(self, kernel, blocks, *, views, args, folder, after=None) -> None:
+        """Run ``kernel`` on every block in this thread (see :class:`Backend`)."""
+        for block in blocks:
+            v = views(block)
+            acc = folder.arrays()
+            t0 = time.perf_counter()
+            kernel(block, v, args, acc)
+            self.kernel_seconds += time.perf_counter() - t0
+            folder.done(block.rank, acc)
+            if after is not None:
+                after(block, v)

@@ -1,100 +1,120 @@
-"""Deterministic reduction of per-block partial results.
+"""Accumulators the scheduler owns for :meth:`PassScheduler.map_reduce`.
 
-Partials are folded left to right in ascending *rank* — (block id, occurrence) order, see
-:func:`~streamsvm.schedule._orders.visit_ranks` — whatever order the blocks were visited
-or finished in. A partial that arrives before all lower ranks waits in a small reorder
-buffer. So the floating-point sums are fixed by the set of visits alone: the same for
-every visiting order, cache budget, prefetch depth, and (for a future parallel or dask
-backend) completion order.
+A kernel adds its block's contribution into accumulator arrays it is handed; it never
+allocates them. Two kinds:
 
-Buffer cost: none for sequential sweeps (ranks arrive in order); for random or weighted
-orders up to the number of visits. Keep partials small (scalars, per-class or k×k
-arrays); for a large accumulator such as a d-vector gradient with d in the millions, add
-into an array you own inside ``func`` during a ``"sequential"`` sweep instead.
+* **run** accumulators (``per_block=False``, the default): one array per worker, zeroed (or
+  set to the operation's identity) once, into which every block of that worker adds in
+  visiting order — a d-vector gradient or a d×k matrix costs one array per worker, not
+  one per block;
+* **per-block** accumulators (``per_block=True``): set to the identity before each block and
+  folded into the total by rank — (block id, occurrence) order, see
+  :func:`~streamsvm.schedule._orders.visit_ranks` — so their floating-point result is the
+  same for every visiting order (small arrays: scalars, per-class statistics).
+
+Workers' partials are folded in a fixed order (worker by worker, each owning a fixed set of
+blocks), so a run gives the same numbers every time. The local backend has one worker.
 """
 
 from __future__ import annotations
 
-import numbers
+import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["OrderedReducer", "add_partials", "copy_partial"]
+from ..exceptions import InvalidParameterError
+
+__all__ = ["Accumulator", "Folder"]
+
+_IDENTITY = {"sum": 0.0, "max": -np.inf, "min": np.inf}
 
 
-def copy_partial(x):
-    """Deep copy of a partial (arrays copied; tuples, lists and dicts rebuilt)."""
-    if isinstance(x, np.ndarray):
-        return x.copy()
-    if isinstance(x, tuple):
-        return tuple(copy_partial(v) for v in x)
-    if isinstance(x, list):
-        return [copy_partial(v) for v in x]
-    if isinstance(x, dict):
-        return {k: copy_partial(v) for k, v in x.items()}
-    return x
-
-
-def add_partials(acc, p):
-    """``acc + p`` elementwise over scalars, arrays, tuples, lists and dicts.
-
-    Arrays of ``acc`` are updated in place when shape and dtype allow (``acc`` is owned by
-    the reducer, never a partial returned by ``func``).
-    """
-    if isinstance(acc, np.ndarray):
-        if np.shape(p) == acc.shape and np.result_type(acc, p) == acc.dtype:
-            np.add(acc, p, out=acc)
-            return acc
-        return acc + p
-    if isinstance(acc, (tuple, list)) and isinstance(p, (tuple, list)) and len(acc) == len(p):
-        return type(acc)(add_partials(a, b) for a, b in zip(acc, p))
-    if isinstance(acc, dict) and isinstance(p, dict) and acc.keys() == p.keys():
-        return {k: add_partials(acc[k], p[k]) for k in acc}
-    if isinstance(acc, numbers.Number) or isinstance(acc, np.generic):
-        return acc + p
-    raise TypeError(f"map_reduce cannot add a partial of type {type(p).__name__} to an "
-                    f"accumulator of type {type(acc).__name__}: every partial must have the "
-                    f"structure of the first (or of init); pass combine= for other types")
-
-
-class OrderedReducer:
-    """Fold partials in ascending rank, buffering those that arrive early.
+@dataclasses.dataclass(frozen=True)
+class Accumulator:
+    """What a reduction accumulates.
 
     Parameters
     ----------
-    n : int
-        Number of partials (ranks ``0 .. n-1``).
-    init : object, optional
-        Starting value; deep-copied. None: the first partial (by rank), deep-copied.
-    combine : callable, optional
-        ``combine(acc, partial) -> acc``; default :func:`add_partials`.
-
-    Notes
-    -----
-    ``None`` partials are skipped (a ``func`` that only updates per-row state).
+    shape : int or tuple of int
+    op : {"sum", "max", "min"} or callable, default="sum"
+        How partials combine; a callable ``op(total, partial)`` updates ``total`` in place
+        (then ``init`` gives its identity).
+    dtype : dtype, default=float64
+    per_block : bool, default=False
+        Start from the identity at every block and fold by rank (module doc).
+    init : array-like, optional
+        The identity, when ``op`` is a callable (e.g. per-column identities).
     """
 
-    def __init__(self, n: int, init=None, combine=None):
-        self.n = n
-        self.value = copy_partial(init)
-        self.combine = combine or add_partials
-        self.max_buffered = 0
+    shape: tuple
+    op: str | Callable = "sum"
+    dtype: str = "float64"
+    per_block: bool = False
+    init: object = None
+
+    def __post_init__(self):
+        shape = (self.shape,) if isinstance(self.shape, (int, np.integer)) else tuple(self.shape)
+        object.__setattr__(self, "shape", shape)
+        if not callable(self.op) and self.op not in _IDENTITY:
+            raise InvalidParameterError(f"The 'op' parameter of Accumulator must be 'sum', "
+                                        f"'max', 'min' or a callable. Got {self.op!r} instead.")
+        if callable(self.op) and self.init is None:
+            raise InvalidParameterError("an Accumulator with a callable 'op' needs 'init'")
+
+    def new(self) -> np.ndarray:
+        """A fresh array at the identity."""
+        if self.init is not None:
+            return np.array(np.broadcast_to(np.asarray(self.init, dtype=self.dtype),
+                                            self.shape))
+        return np.full(self.shape, _IDENTITY[self.op], dtype=self.dtype)
+
+    def fold(self, total: np.ndarray, part: np.ndarray) -> None:
+        """``total ⊕= part`` in place."""
+        if callable(self.op):
+            self.op(total, part)
+        elif self.op == "sum":
+            np.add(total, part, out=total)
+        elif self.op == "max":
+            np.maximum(total, part, out=total)
+        else:
+            np.minimum(total, part, out=total)
+
+
+class Folder:
+    """The accumulators of one reduction: run arrays, per-block partials folded by rank."""
+
+    def __init__(self, specs: dict, n_visits: int):
+        self.specs = dict(specs or {})
+        bad = [k for k, v in self.specs.items() if not isinstance(v, Accumulator)]
+        if bad:
+            raise InvalidParameterError(f"The 'acc' parameter of map_reduce must map names to "
+                                        f"Accumulator(...). Got {bad[0]!r}: "
+                                        f"{self.specs[bad[0]]!r} instead.")
+        self.totals = {k: v.new() for k, v in self.specs.items()}
+        self._per_block = [k for k, v in self.specs.items() if v.per_block]
+        self._pending: dict[int, dict] = {}
         self._next = 0
-        self._buffer: dict[int, object] = {}
+        self.n = n_visits
 
-    def add(self, rank: int, partial) -> None:
-        """Record the partial of rank ``rank`` and fold every partial now in order."""
-        self._buffer[rank] = partial
-        self.max_buffered = max(self.max_buffered, len(self._buffer) - 1)
-        while self._next in self._buffer:
-            p = self._buffer.pop(self._next)
+    def arrays(self) -> dict:
+        """The arrays a kernel adds into for its next block."""
+        if not self._per_block:
+            return self.totals
+        acc = dict(self.totals)
+        acc.update({k: self.specs[k].new() for k in self._per_block})
+        return acc
+
+    def done(self, rank: int, acc: dict) -> None:
+        """The block of rank ``rank`` has added into ``acc``: fold its partials in order."""
+        if not self._per_block:
+            return
+        self._pending[rank] = {k: acc[k] for k in self._per_block}
+        while self._next in self._pending:
+            part = self._pending.pop(self._next)
             self._next += 1
-            if p is None:
-                continue
-            self.value = copy_partial(p) if self.value is None else self.combine(self.value, p)
+            for k, v in part.items():
+                self.specs[k].fold(self.totals[k], v)
 
-    def result(self):
-        """The folded value (``init`` copy or None if there were no partials)."""
-        if self._next != self.n:
-            raise RuntimeError(f"reduction incomplete: {self._next} of {self.n} partials folded")
-        return self.value
+    def result(self) -> dict:
+        return self.totals

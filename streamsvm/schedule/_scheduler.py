@@ -34,16 +34,26 @@ from ..exceptions import CheckpointError, InvalidParameterError
 from ._blocks import Block, BlockLayout
 from ._local import LocalBackend, default_readers, reader_bytes
 from ._memory import parse_memory
-from ._orders import ROW_STREAM, USER_STREAM, mix64, sweep_order, visit_ranks
-from ._reduce import OrderedReducer
+from ._orders import (RESIDENT_STREAM, ROW_STREAM, USER_STREAM, chunk_groups, mix64,
+                      sweep_order, visit_ranks)
+from ._reduce import Folder
 from ._state import RowState, ScratchDir
 
-__all__ = ["PassScheduler"]
+__all__ = ["PassScheduler", "Group"]
 
 logger = logging.getLogger(__name__)
 
 _STATE_DICT_VERSION = 1
 _STORE_ATTRS = ("n_rows", "n_features", "n_chunks", "chunk_sizes", "read_chunk")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Group:
+    """Blocks resident together (:meth:`PassScheduler.groups`): ``blocks``, ``views[j][s]``
+    the rows of block ``j`` in state ``s``, and ``seed`` for a kernel's own generator."""
+    blocks: tuple
+    views: tuple
+    seed: int
 
 
 def _mb(nbytes: int) -> str:
@@ -154,6 +164,10 @@ class PassScheduler:
         self.cyclic_sweeps = 0
         self.rows_visited = 0
         self.blocks_visited = 0
+        self.kernel_seconds = 0.0
+        self.wait_seconds = 0.0
+        self.resident_bytes_read = 0
+        self._pending_collect = None
         self._backend.cache.resize(self._cache_capacity())
 
     def __repr__(self) -> str:
@@ -196,6 +210,12 @@ class PassScheduler:
                           doc="Blocks served from the cache.")
     bytes_read = property(lambda self: self._backend.bytes_read,
                           doc="Decoded bytes returned by the store.")
+
+    @property
+    def mb_read(self) -> float:
+        """MB read so far: decoded bytes from the store plus resident rows read back from
+        scratch disk."""
+        return (self._backend.bytes_read + self.resident_bytes_read) / 1e6
     cache_bytes = property(lambda self: self._backend.cache.nbytes,
                            doc="Bytes of cached blocks.")
     cached_blocks = property(lambda self: len(self._backend.cache), doc="Blocks in the cache.")
@@ -379,44 +399,196 @@ class PassScheduler:
         ids, sweep = self._plan(order, active)
         return self._visit(ids, sweep, order)
 
-    def map_reduce(self, func: Callable, *, order="sequential", active=None, init=None,
-                   combine: Callable | None = None):
-        """Run ``func`` on every visited block and combine the partials deterministically.
+    def map_reduce(self, kernel: Callable, *, acc: dict | None = None, args: tuple = (),
+                   states=(), order="sequential", active=None, rows=None):
+        """One pass: ``kernel`` on every visited block, its contributions summed into
+        accumulators the scheduler owns.
 
         Parameters
         ----------
-        func : callable
-            ``func(block) -> partial``: a scalar, ndarray, or tuple/list/dict of those
-            (None: nothing to combine, e.g. a pass that only updates state). Fuse as many
-            kernels per block as needed (loss, gradient and Hessian product in one pass).
-            Return fresh arrays: a partial may wait in the reorder buffer.
+        kernel : callable
+            ``kernel(block, views, args, acc)``, a module-level function (a remote backend
+            ships it to its workers): ``views`` holds the block's rows of ``states``, in
+            order, ``acc`` the accumulator arrays by name, to add into. Fuse as many
+            reductions per block as a method needs (loss, gradient and Hessian in one pass).
+        acc : dict of str to Accumulator, optional
+            What to accumulate (:class:`~streamsvm.schedule.Accumulator`).
+        args : tuple
+            Read-only arguments handed to every call (e.g. the weights).
+        states : sequence of RowState
+            Per-row states the kernel reads or updates.
         order, active
             As in :meth:`blocks`.
-        init : optional
-            Starting value (copied). Default: the first partial.
-        combine : callable, optional
-            ``combine(acc, partial) -> acc``; default elementwise addition.
+        rows : ResidentRows, optional
+            Count the rows each block keeps for it, and collect them when it planned to
+            (:meth:`ResidentRows.plan`), after the kernel (the pass is over the whole store).
 
         Returns
         -------
-        object
-            ``init ⊕ p_0 ⊕ p_1 ⊕ ...`` folded left to right over the visits sorted by
-            (block id, occurrence), whatever the visiting order; None if nothing was
-            combined and no ``init`` was given.
+        dict of str to ndarray
+            The accumulators after the pass (run accumulators in visiting order, per-block
+            ones folded by (block id, occurrence): see ``_reduce.py``).
         """
-        if not callable(func):
-            raise InvalidParameterError(
-                f"The 'func' parameter of map_reduce must be callable. Got {func!r} instead.")
+        if not callable(kernel):
+            raise InvalidParameterError(f"The 'kernel' parameter of map_reduce must be "
+                                        f"callable. Got {kernel!r} instead.")
         ids, sweep = self._plan(order, active)
-        ranks = visit_ranks(ids)
-        reducer = OrderedReducer(len(ids), init=init, combine=combine)
-        with contextlib.closing(self._visit(ids, sweep, order)) as blocks:
-            for block in blocks:
-                reducer.add(int(ranks[block.position]), func(block))
-        if reducer.max_buffered:
-            logger.debug("sweep %d: up to %d partials waited for lower block ids",
-                         sweep, reducer.max_buffered)
-        return reducer.result()
+        folder = Folder(acc, len(ids))
+        states = tuple(states)
+        collector = rows.collector() if rows is not None else None
+        after = None
+        if rows is not None:
+            def after(block, views):
+                rows.after_block(block, collector)
+        k0 = self._backend.kernel_seconds
+        installed = False
+        try:
+            with contextlib.closing(self._visit(ids, sweep, order)) as blocks:
+                self._backend.map_blocks(kernel, blocks, args=args, folder=folder, after=after,
+                                         views=lambda b: tuple(st.view(b) for st in states))
+            installed = True
+        finally:
+            self.kernel_seconds += self._backend.kernel_seconds - k0
+            if rows is not None and not installed and collector is not None:
+                collector.abandon()
+        self._pending_collect = (rows, collector) if rows is not None else None
+        return folder.result()
+
+    def finish_collect(self, install: bool = True) -> None:
+        """Install (or drop) the rows the last :meth:`map_reduce` collected for its
+        ``rows`` (a solver decides once it has seen the pass's results)."""
+        pending, self._pending_collect = getattr(self, "_pending_collect", None), None
+        if pending is not None:
+            rows, collector = pending
+            rows.finish(collector, install)
+
+    def groups(self, rows, size: int, *, epoch: int, states=()):
+        """One sweep over the rows ``rows`` keeps, in groups of ``size`` resident blocks
+        (dual coordinate descent's shuffle buffer: a kernel interleaves their rows).
+
+        Over the store, the blocks with kept rows in chunk groups of ``size``, new every
+        pass (:func:`~streamsvm.schedule._orders.chunk_groups`, seeded by ``(epoch, 0)``);
+        over resident rows on scratch disk, their blocks in a random order (seeded by
+        ``(epoch, RESIDENT_STREAM)``). The rows the solver keeps are counted and collected
+        after each group, as :meth:`ResidentRows.plan` asked.
+
+        Parameters
+        ----------
+        rows : ResidentRows
+        size : int
+            Blocks per group; the last group may hold fewer.
+        epoch : int
+            The solver's counter that keys the orders and seeds of this sweep.
+        states : sequence of RowState
+            States whose rows each group carries (views of the store's blocks, gathered
+            copies for resident blocks, written back once the group is done).
+
+        Yields
+        ------
+        Group
+            ``blocks``, ``views`` (per block, per state) and ``seed`` (for the kernel's own
+            generator: :meth:`block_seed` of the group's first block over the store,
+            ``mix64(seed, RESIDENT_STREAM, epoch, position)`` over the disk).
+        """
+        states = tuple(states)
+        size = _check_int("size", size, 1)
+        disk = rows.where == "disk"
+        if disk:
+            ids = np.flatnonzero(rows.disk.block_rows > 0)
+            ids = ids[self.rng(epoch, RESIDENT_STREAM).permutation(len(ids))]
+            read0 = rows.disk.bytes_read
+            blocks = self._visit_resident(ids, rows.disk)
+        else:
+            ids = chunk_groups(self.block_chunks, np.flatnonzero(rows.block_rows > 0), size,
+                               self.rng(epoch, 0))
+            blocks = self.blocks(ids)
+        collector = rows.collector()
+        position, pending, done = 0, [], False
+        try:
+            for block in self._timed(blocks):
+                pending.append(block)
+                if len(pending) == size:
+                    yield from self._group(rows, pending, states, collector, disk, epoch,
+                                           position)
+                    pending, position = [], position + 1
+            if pending:
+                yield from self._group(rows, pending, states, collector, disk, epoch, position)
+            done = True
+        finally:
+            blocks.close()
+            if disk:
+                rows.disk_bytes_read += rows.disk.bytes_read - read0
+                self.resident_bytes_read += rows.disk.bytes_read - read0
+            if done:
+                rows.finish(collector)
+            elif collector is not None:
+                collector.abandon()
+                rows.collect_to = None
+
+    def _group(self, rows, blocks, states, collector, disk, epoch, position):
+        if disk:
+            views = tuple(tuple(st.values[b.ids] for st in states) for b in blocks)
+            seed = mix64(self.seed, RESIDENT_STREAM, epoch, position)
+        else:
+            views = tuple(tuple(st.view(b) for st in states) for b in blocks)
+            seed = self.block_seed(blocks[0])
+        yield Group(tuple(blocks), views, seed)
+        k = states.index(rows.key) if rows.key in states else None
+        for b, v in zip(blocks, views):
+            if disk:
+                for st, arr in zip(states, v):
+                    st.values[b.ids] = arr
+            rows.after_block(b, collector, None if k is None else v[k])
+
+    def _visit_resident(self, ids, source):
+        """Blocks of resident rows on scratch disk, read ahead; their rows counted."""
+        blocks = self._backend.iter_blocks(ids.tolist(), source=source)
+        try:
+            for position, block in enumerate(blocks):
+                self.rows_visited += block.n_rows
+                yield dataclasses.replace(block, position=position)
+        finally:
+            blocks.close()
+
+    def _timed(self, items):
+        """Iterate ``items``, adding the time spent waiting for each to ``wait_seconds``."""
+        it = iter(items)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                self.wait_seconds += time.perf_counter() - t0
+            yield item
+
+    def run(self, kernel: Callable, *args):
+        """Call a solver's kernel on data it holds (resident rows, a group of blocks),
+        adding its time to :attr:`kernel_seconds`."""
+        t0 = time.perf_counter()
+        try:
+            return kernel(*args)
+        finally:
+            self.kernel_seconds += time.perf_counter() - t0
+
+    def resident_rows(self, key, states=(), **kw):
+        """Rows a solver keeps for revisits without a pass over the store
+        (:class:`~streamsvm.schedule._resident.ResidentRows`: RAM and disk slabs, charged
+        to the budget, their visits counted).
+
+        Parameters
+        ----------
+        key : RowState
+            A row is kept while any of its columns is at least ``threshold`` (default 1).
+        states : sequence of RowState
+            Copied locally for the RAM slab (and written back when it is left).
+        **kw
+            ``extra_row_bytes``, ``fixed_bytes``, ``ram``, ``disk``, ``disk_fraction``,
+            ``threshold`` of :class:`~streamsvm.schedule._resident.ResidentRows`.
+        """
+        from ._resident import ResidentRows
+        return ResidentRows(self, key, states, **kw)
 
     def _plan(self, order, active) -> tuple[np.ndarray, int]:
         ids = sweep_order(order, self.n_blocks, self.seed, self.sweep, self.cyclic_sweeps)
@@ -437,12 +609,14 @@ class PassScheduler:
         backend = self._backend
         start = (time.perf_counter(), backend.store_reads, backend.cache_hits,
                  backend.bytes_read, self.rows_visited)
+        ranks = visit_ranks(ids)
         blocks = backend.iter_blocks(ids.tolist())
         try:
             for position, block in enumerate(blocks):
                 self.rows_visited += block.n_rows
                 self.blocks_visited += 1
-                yield dataclasses.replace(block, sweep=sweep, position=position)
+                yield dataclasses.replace(block, sweep=sweep, position=position,
+                                          rank=int(ranks[position]))
         finally:
             blocks.close()
             t0, reads0, hits0, bytes0, rows0 = start

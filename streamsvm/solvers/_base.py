@@ -1,13 +1,25 @@
-"""The solver contract: ``Solver(**params).solve(sched, state=None, callback=None)``.
+"""The solver contract (DESIGN.md §5).
 
-Solvers declare their parameters (validated before the first pass), receive a
-:class:`~streamsvm.schedule.PassScheduler` (never a store), and return a frozen
-:class:`SolveResult`. Each registers itself in :data:`SOLVERS` under its public name, so
-estimators, the CLI and the benchmark harness discover solvers without listing them.
+Every solver subclasses :class:`Solver` and declares
+
+* its **parameters** once, as a table of :class:`Param` (name, kind, range, default, help):
+  validation, the estimator's ``get_params``/``set_params``, the CLI's options and their
+  ``--help`` are generated from it;
+* its **problem** (:meth:`Solver.problem`, a :class:`~streamsvm.problem.Problem`): models,
+  ``evaluate`` and the benchmark compute objectives and predictions from it;
+* one **outer iteration** (:meth:`Solver.step`), written as a plan of passes over the
+  scheduler, an exact certificate on demand (:meth:`Solver.final_check`), and
+  :meth:`Solver.state_dict` / :meth:`Solver.load_state_dict`.
+
+The shared driver (``_driver.py``) runs every solver: the loop, the stopping rule on the
+certificate, ``max_passes``, checkpoints, resume, progress and the history. A solver
+registers itself under its public name with :func:`register`; the front end, the CLI and
+the benchmark find it in :data:`SOLVERS`.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import numbers
 
@@ -15,7 +27,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 
-__all__ = ["SolveResult", "SOLVERS", "register", "check_param", "class_costs"]
+__all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARAMS"]
 
 SOLVERS: dict[str, type] = {}
 
@@ -29,16 +41,132 @@ def register(name: str):
     return deco
 
 
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One declared parameter of a solver.
+
+    Attributes
+    ----------
+    name : str
+    kind : {"float", "int", "bool", "choice", "class_weight", "str", "size"}
+    default : object
+    help : str
+        One line, for the estimator's docstring and the CLI's ``--help``.
+    low, high : float, optional
+        Range for numbers; ``low_open`` excludes ``low``.
+    choices : tuple, optional
+        Allowed values for ``kind="choice"``.
+    flag : str, optional
+        The CLI option (default ``--name`` with ``_`` as ``-``).
+    """
+
+    name: str
+    kind: str
+    default: object
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple | None = None
+    flag: str | None = None
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def describe(self) -> str:
+        """The allowed values, in scikit-learn's words."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "bool":
+            return "a bool"
+        if self.kind == "class_weight":
+            return "a dict of label to weight > 0, 'balanced' or None"
+        if self.kind == "str":
+            return "a str"
+        if self.kind == "size":
+            return "a size such as '2GB' or a number of bytes"
+        lo = "-inf" if self.low is None else self.low
+        hi = "inf" if self.high is None else self.high
+        left = "(" if self.low_open or self.low is None else "["
+        right = "]" if self.high is not None else ")"
+        return f"a {self.kind} in the range {left}{lo}, {hi}{right}"
+
+    def validate(self, owner: str, value):
+        """``value`` checked (and normalized: numbers as float/int); raises
+        :class:`InvalidParameterError` in scikit-learn's wording."""
+        def fail():
+            raise InvalidParameterError(f"The {self.name!r} parameter of {owner} must be "
+                                        f"{self.describe()}. Got {value!r} instead.")
+        if value is None and self.default is None:
+            return None
+        if self.kind == "choice":
+            if value not in self.choices:
+                fail()
+            return value
+        if self.kind == "str":
+            if not isinstance(value, str):
+                fail()
+            return value
+        if self.kind == "size":
+            from .._units import parse_size
+            return parse_size(value, self.name)
+        if self.kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                fail()
+            return bool(value)
+        if self.kind == "class_weight":
+            if value is None or value == "balanced":
+                return value
+            if not isinstance(value, dict):
+                fail()
+            from ..io._labels import label_key
+            out = {}
+            for k, v in value.items():
+                try:
+                    key = label_key(float(k))
+                except (TypeError, ValueError):
+                    fail()
+                if isinstance(v, bool) or not isinstance(v, numbers.Real) or \
+                        not np.isfinite(v) or v <= 0:
+                    raise InvalidParameterError(
+                        f"The 'class_weight[{k}]' parameter of {owner} must be a float in "
+                        f"the range (0.0, inf). Got {v!r} instead.")
+                out[key] = float(v)
+            return out
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            fail()
+        if self.kind == "int" and not isinstance(value, numbers.Integral):
+            fail()
+        if not np.isfinite(value):
+            fail()
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            fail()
+        if self.high is not None and value > self.high:
+            fail()
+        return int(value) if self.kind == "int" else float(value)
+
+
+#: Parameters every solver declares (the driver reads them): the stopping rule and budget.
+COMMON_PARAMS = (
+    Param("tol", "float", 1e-3, "stop when the solver's certificate (the relative duality "
+          "gap, or its named measure) is at most tol", low=0.0, low_open=True),
+    Param("max_passes", "float", 200.0, "stop after this many passes over the data, with a "
+          "ConvergenceWarning (one more read-only pass then certifies the model returned)",
+          low=0.0, low_open=True),
+)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class SolveResult:
-    """What a solver returns.
+    """What the driver returns.
 
     Attributes
     ----------
     coef : ndarray of shape (n_models, n_features)
     intercept : ndarray of shape (n_models,)
     n_iter : int
-        Outer iterations (for ``dcd``: sweeps, streamed or in the RAM slab).
+        The solver's iterations (``dcd``: epochs, streamed or in RAM).
     passes : float
         Rows visited / n_rows (fractional passes over the data).
     converged : bool
@@ -48,7 +176,7 @@ class SolveResult:
     primal, dual : float
         Objectives at the end (summed over one-vs-rest models).
     history : list of dict
-        One entry per outer iteration (pass, passes, primal, dual, gap, active, ...).
+        One entry per outer iteration (``_driver.HISTORY_KEYS``).
     """
 
     coef: np.ndarray
@@ -67,64 +195,87 @@ class SolveResult:
                 "dual": self.dual}
 
 
-def check_param(owner: str, name: str, value, kind: str, low=None, high=None,
-                low_open: bool = False, choices=None):
-    """Validate one parameter with scikit-learn's wording; returns the value."""
-    def fail(desc):
-        raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {desc}. "
-                                    f"Got {value!r} instead.")
-    if choices is not None:
-        if value not in choices:
-            fail("one of " + ", ".join(repr(c) for c in choices))
-        return value
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-            fail(f"a float in the range {_range(low, high, low_open)}")
-    elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            fail(f"an int in the range {_range(low, high, low_open)}")
-    if low is not None and (value < low or (low_open and value == low)):
-        fail(f"a {kind} in the range {_range(low, high, low_open)}")
-    if high is not None and value > high:
-        fail(f"a {kind} in the range {_range(low, high, low_open)}")
-    return value
+class Solver(abc.ABC):
+    """Base class of every solver (module doc).
 
-
-def _range(low, high, low_open):
-    lo = "-inf" if low is None else low
-    hi = "inf" if high is None else high
-    return f"{'(' if low_open or low is None else '['}{lo}, {hi}{']' if high is not None else ')'}"
-
-
-def class_costs(owner: str, C: float, class_weight, task: str, classes: np.ndarray,
-                label_counts: dict):
-    """Per-model costs ``(Cp, Cn)`` following LIBLINEAR's ``-wi`` convention.
-
-    Binary: ``Cp = C·w(positive class)``, ``Cn = C·w(negative class)``. One-vs-rest model
-    ``c``: ``Cp = C·w(c)``, ``Cn = C``. ``class_weight`` maps original labels to
-    multipliers, or is ``"balanced"`` (``n_rows / (n_classes · count(c))``).
+    Parameters
+    ----------
+    **params
+        Values for the declared :attr:`params`; the others take their defaults. An
+        unknown name, a wrong type or a value out of range raises
+        :class:`~streamsvm.exceptions.InvalidParameterError` before any pass.
     """
-    from ..io._labels import label_key
-    keys = [label_key(c) for c in classes]
-    if class_weight is None:
-        weights = np.ones(len(classes))
-    elif class_weight == "balanced":
-        counts = np.array([label_counts.get(k, 0) for k in keys], dtype=np.float64)
-        weights = counts.sum() / (len(classes) * np.maximum(counts, 1))
-    elif isinstance(class_weight, dict):
-        norm = {label_key(float(k)): v for k, v in class_weight.items()}
-        unknown = sorted(set(norm) - set(keys))
+
+    name: str = "solver"
+    #: The declared parameters (with :data:`COMMON_PARAMS`).
+    params: tuple = ()
+    #: One line on what the solver does and when to pick it (CLI help, README).
+    summary: str = ""
+    #: Name of the certificate in the history's ``gap`` column.
+    certificate: str = "relative duality gap"
+
+    def __init__(self, **params):
+        table = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(table))
         if unknown:
-            raise InvalidParameterError(f"The 'class_weight' parameter of {owner} names labels "
-                                        f"{unknown} that are not in the data (labels: {keys})")
-        for k, v in norm.items():
-            check_param(owner, f"class_weight[{k}]", v, "float", 0.0, low_open=True)
-        weights = np.array([float(norm.get(k, 1.0)) for k in keys])
-    else:
-        raise InvalidParameterError(f"The 'class_weight' parameter of {owner} must be a dict, "
-                                    f"'balanced' or None. Got {class_weight!r} instead.")
-    if task == "binary":
-        if len(classes) == 1:
-            return np.array([C * weights[0]]), np.array([C * weights[0]])
-        return np.array([C * weights[1]]), np.array([C * weights[0]])
-    return C * weights, np.full(len(classes), float(C))
+            raise InvalidParameterError(
+                f"Invalid parameter{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))} for solver {self.name!r}. Valid parameters "
+                f"are: {sorted(table)}.")
+        owner = f"solver {self.name!r}"
+        for p in self.params:
+            setattr(self, p.name, p.validate(owner, params.get(p.name, p.default)))
+
+    @classmethod
+    def param_table(cls) -> dict:
+        return {p.name: p for p in cls.params}
+
+    def get_params(self) -> dict:
+        return {p.name: getattr(self, p.name) for p in self.params}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+
+    # -- the problem -----------------------------------------------------------------
+    @abc.abstractmethod
+    def problem(self, store):
+        """The :class:`~streamsvm.problem.Problem` this solver solves on ``store``."""
+
+    def check_store(self, store) -> None:
+        """Refuse, before the first pass, a store this solver cannot train on."""
+
+    # -- the engine ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def start(self, sched) -> None:
+        """Allocate the solver's state on the scheduler (before a resume loads it)."""
+
+    @abc.abstractmethod
+    def step(self, sched) -> dict:
+        """One outer iteration: a dict with ``kind``, ``primal``, ``dual``, ``gap``,
+        ``exact`` and ``active`` (the driver adds passes, time and I/O)."""
+
+    @abc.abstractmethod
+    def final_check(self, sched) -> dict:
+        """An exact certificate of the current model (at ``max_passes``, when the last
+        iteration's was an estimate): an iteration dict as :meth:`step`'s."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> tuple[dict, dict]:
+        """``(arrays, meta)``: everything to continue bit for bit (the scheduler's states
+        and counters are saved by the driver)."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, arrays: dict, meta: dict) -> None:
+        """Restore :meth:`state_dict` (after :meth:`start`)."""
+
+    @abc.abstractmethod
+    def coef(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(coef of shape (n_models, n_features), intercept of shape (n_models,))``."""
+
+    @property
+    def n_iter(self) -> int:
+        """The solver's own iteration count (reported; default: the driver's)."""
+        return -1
+
+    def close(self) -> None:
+        """Release what the solver holds (its resident rows)."""

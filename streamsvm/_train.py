@@ -1,0 +1,176 @@
+"""The training front end: :func:`train`, shared by the CLI and the estimators.
+
+``train`` connects the pieces: store → :class:`~streamsvm.schedule.PassScheduler` → solver
+(from :data:`~streamsvm.solvers.SOLVERS`, its parameters validated from its own table) →
+the shared driver (``solvers/_driver.py``) → :class:`~streamsvm.model.LinearModel`, with
+checkpoints through :class:`~streamsvm.checkpoint.CheckpointManager`. The options of a run
+that are not the solver's (memory, seed, checkpoints, threads) are declared once here in
+:data:`RUN_PARAMS`, from which the CLI's options are generated.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ._outputs import check_writable_dir
+from .exceptions import InvalidParameterError
+from .model import LinearModel
+from .solvers import SOLVERS
+from .solvers._base import Param
+from .solvers._driver import run
+
+__all__ = ["train", "RUN_PARAMS", "make_solver"]
+
+log = logging.getLogger(__name__)
+
+#: The options of a run that are not a solver's (name, kind, default, help); the CLI's
+#: ``train`` options are generated from them and from each solver's table.
+RUN_PARAMS = (
+    Param("memory", "size", "1GB", "RAM budget for per-row state, resident rows, blocks in "
+          "flight and cached blocks (e.g. 2GB, 512MiB); the process peaks near the runtime "
+          "floor (about 190 MB) plus this"),
+    Param("seed", "int", 0, "seed of every random order (the same seed gives the same "
+          "model)", low=0),
+    Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL)"),
+    Param("checkpoint_every", "float", 1.0, "passes over the data between checkpoints (a "
+          "checkpoint is also written at the end and on SIGINT/SIGTERM)", low=0.0,
+          flag="--checkpoint-every-passes"),
+    Param("checkpoint_every_seconds", "float", 0.0, "seconds between checkpoints (0: only by "
+          "passes)", low=0.0),
+    Param("resume", "bool", False, "continue from the newest valid checkpoint in "
+          "--checkpoint"),
+    Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
+          "--memory and for resident rows on disk (default: the system temporary directory)"),
+    Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
+          "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
+          "core; one per block in flight for a remote one)", low=1),
+)
+
+
+def _store_identity(store) -> dict:
+    """What a checkpoint records of its store: counts plus the ``store_id`` written at
+    conversion (the same wherever the store is and whatever path names it); stores
+    converted before ids existed fall back to their source's CRC, in-memory stores to a
+    content fingerprint."""
+    meta = store.meta
+    ident = {"n_rows": int(meta["n_rows"]), "n_features": int(meta["n_features"]),
+             "nnz": int(meta["nnz"])}
+    if meta.get("store_id"):
+        ident["store_id"] = meta["store_id"]
+    elif hasattr(store, "fingerprint"):
+        ident["fingerprint"] = store.fingerprint
+    else:
+        ident["crc32"] = (meta.get("source") or {}).get("crc32")
+    return ident
+
+
+def make_solver(solver: str, params: dict):
+    """The solver named ``solver`` with ``params`` (validated from its table)."""
+    if solver not in SOLVERS:
+        raise InvalidParameterError(f"The 'solver' parameter must be one of "
+                                    f"{sorted(SOLVERS)}. Got {solver!r} instead.")
+    return SOLVERS[solver](**params)
+
+
+def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
+          checkpoint_every_seconds=0.0, resume=False, storage_options=None, callback=None,
+          should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
+          progress=False, **params):
+    """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``.
+
+    Parameters
+    ----------
+    store : Store, InMemoryStore or str
+    solver : str
+        A name in :data:`streamsvm.solvers.SOLVERS`.
+    memory : str or int
+        Budget for per-row state, resident rows, blocks in flight and cached blocks.
+    seed : int
+    checkpoint : str, optional
+        Directory or URL for checkpoints (any fsspec URL).
+    checkpoint_every, checkpoint_every_seconds : float
+        Passes over the data, or seconds, between checkpoints (0: only at the end or when
+        interrupted).
+    resume : bool
+        Continue from the newest valid checkpoint in ``checkpoint``.
+    scratch_dir : str, optional
+        Local directory for spilled per-row state and resident rows on disk.
+    block_rows, prefetch, readers : int, optional
+        Rows per block (default: several hundred blocks a pass), blocks read ahead, and
+        the threads reading them (:class:`~streamsvm.schedule.PassScheduler`).
+    progress : bool
+        Show a progress bar.
+    **params
+        The solver's parameters (its table: ``streamsvm train --solver NAME --help``).
+
+    Raises
+    ------
+    InvalidParameterError
+        Before the first pass: a bad parameter, a store with a single class or one the
+        solver cannot train on, a memory budget too small.
+    OutputNotWritableError
+        Before the first pass: ``checkpoint`` or ``scratch_dir`` cannot be written.
+    CheckpointError
+        On resume, a checkpoint of another run (every differing parameter named); during
+        training, a checkpoint that cannot be written (the last good one named).
+    """
+    from .checkpoint import CheckpointManager
+    from .io import open_store
+    from .schedule import PassScheduler
+    slv = make_solver(solver, params)       # validates every parameter before any pass
+    if resume and checkpoint is None:
+        raise InvalidParameterError("resume=True needs a checkpoint location")
+    if not hasattr(store, "read_chunk"):
+        store = open_store(store, storage_options=storage_options)
+    if len(store.classes) < 2:
+        raise InvalidParameterError(
+            f"The number of classes has to be greater than one; got {len(store.classes)} "
+            f"class (label {', '.join(store.label_counts) or 'none'} in "
+            f"{'y' if store.url == 'memory' else f'store {store.url!r}'})")
+    slv.check_store(store)
+    problem = slv.problem(store).resolved(store.classes, store.label_counts)
+    problem.costs(store.classes, store.label_counts)        # class weights name real labels
+    if checkpoint is not None:
+        check_writable_dir(checkpoint, what="checkpoint directory",
+                           storage_options=storage_options)
+    if scratch_dir is not None:
+        check_writable_dir(scratch_dir, what="scratch directory")
+    n_rows = store.n_rows
+    if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
+        block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
+    sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
+                          prefetch=prefetch, readers=readers, scratch_dir=scratch_dir)
+    manager = state = None
+    identity = {"store": _store_identity(store) if checkpoint is not None else None,
+                "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows}
+    if checkpoint is not None:
+        manager = CheckpointManager(checkpoint, storage_options=storage_options)
+        if resume:
+            state = manager.load_latest(expect={"identity": identity})
+            if state is None:
+                log.warning("no checkpoint under %s: starting from scratch", checkpoint)
+    save = None
+    if manager is not None:
+        def save(arrays, meta):
+            manager.save(arrays, dict(meta, identity=identity))
+    t0 = time.perf_counter()
+    try:
+        result = run(slv, sched, state=state, callback=callback, checkpoint=save,
+                     every_passes=checkpoint_every, every_seconds=checkpoint_every_seconds,
+                     should_stop=should_stop, progress=progress)
+    finally:
+        slv.close()
+        sched.close()
+    seconds = time.perf_counter() - t0
+    summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
+                   history=result.history)
+    model = LinearModel(result.coef, np.asarray(result.intercept, dtype=np.float64),
+                        store.classes, store.task, {"solver": solver, **slv.get_params()},
+                        summary, problem=problem.to_dict())
+    log.info("%s finished: %d iterations, %.2f passes, %s %.3g, converged %s, %.2fs", solver,
+             result.n_iter, result.passes, slv.certificate, result.stop_value,
+             result.converged, seconds)
+    return model, result

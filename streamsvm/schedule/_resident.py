@@ -1,0 +1,627 @@
+"""Resident rows: rows a solver revisits without a pass over the store (DESIGN.md §4).
+
+A solver marks the rows it wants kept by a per-row *key state* (dcd: the active flags; a
+row is kept while any of its columns is at least ``threshold``). The scheduler counts the
+kept rows of every store block as blocks go by (blocks with none are skipped), and copies
+them, when that pays, into
+
+* a **RAM slab** (:class:`RamRows`): one CSR matrix of the kept rows, with local copies of
+  the solver's per-row states for its in-memory epochs, once they fit the memory budget;
+* a **disk slab** (:class:`DiskRows`): the kept rows uncompressed in scratch files, read
+  back in blocks (no decompression, no dropped rows), once they hold at most
+  ``disk_fraction`` of the store's bytes but do not fit in RAM.
+
+Rows are collected during a sweep (of the store or of the disk slab): the sweep that
+follows :meth:`ResidentRows.plan` copies the kept rows of each block it visits, charging the
+bytes to the budget as they come (a RAM collection gives up once over its room). Every
+byte is charged to the memory budget (:meth:`PassScheduler.reserve`), every row visited is
+counted as a fraction of a pass, and the rows carry their global ids, so per-row state stays
+with the scheduler's states: gathered into local copies for the RAM slab, gathered and
+scattered block by block for the disk slab. A slab is described by its row ids (and the
+disk slab by its block bounds): :meth:`ResidentRows.load_state_dict` writes the same slab
+again from the store after a resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+
+from ..io import Chunk
+from ..kernels import kept_rows, take_rows
+
+__all__ = ["ResidentRows", "RamRows", "DiskRows", "SlabBlock"]
+
+logger = logging.getLogger(__name__)
+
+_PARTS = ("rows", "lens", "y", "indices", "data")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SlabBlock(Chunk):
+    """Rows ``[row_start, row_start + n_rows)`` of a disk slab (``row_start`` counts slab
+    rows), read back as CSR with the rows' global ids ``ids``."""
+    ids: np.ndarray = None
+    sweep: int = -1
+    position: int = -1
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self.ids.nbytes
+
+
+def row_ids(block, r: np.ndarray) -> np.ndarray:
+    """Global ids of the local rows ``r`` of a store block or a :class:`SlabBlock`."""
+    if isinstance(block, SlabBlock):
+        return block.ids[r]
+    return block.row_start + r
+
+
+@dataclasses.dataclass
+class RamRows:
+    """Kept rows copied to RAM: CSR ``X = (indptr, indices, data)`` (``data`` empty for a
+    store whose values are all 1), labels ``y``, global ids ``ids``, and ``local``: copies of
+    the solver's states for these rows (written back by :meth:`ResidentRows.leave_ram`)."""
+    X: tuple
+    y: np.ndarray
+    ids: np.ndarray
+    local: dict
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.X) + self.y.nbytes + self.ids.nbytes + \
+            sum(a.nbytes for a in self.local.values())
+
+
+class _RamCollector:
+    """Kept rows copied out of the visited blocks for a new RAM slab, charged to the budget
+    as they come; gives up, releasing the charge, once they exceed ``room`` bytes."""
+
+    kind = "ram"
+
+    def __init__(self, sched, room: int, row_bytes: int, extra_row_bytes: int, unit: bool):
+        self.sched, self.room, self.unit = sched, room, unit
+        self.row_bytes, self.extra_row_bytes = row_bytes, extra_row_bytes
+        self.pieces: list | None = []
+        self.used = 0
+        self.error = None
+
+    def add(self, block, keep: np.ndarray) -> None:
+        if self.pieces is None:
+            return
+        r = np.flatnonzero(keep)
+        nbytes = int(np.diff(block.indptr)[keep].sum()) * self.row_bytes + \
+            len(r) * self.extra_row_bytes
+        if self.used + nbytes > self.room:
+            self.abandon()
+            return
+        self.used += nbytes
+        self.sched.reserve(self.used)
+        data = block.data[:0] if self.unit else block.data
+        y, X = take_rows(r, block.y, (block.indptr, block.indices, data))
+        self.pieces.append((y, X, row_ids(block, r)))
+
+    def abandon(self) -> None:
+        self.pieces = None
+        self.sched.reserve(0)
+
+
+class _DiskWriter:
+    """Appends kept rows to the files of a new disk slab; gives up (deleting the files)
+    once they exceed ``limit`` bytes, or when a write fails (``error``: a full scratch
+    disk is not fatal, the run goes on streaming)."""
+
+    kind = "disk"
+
+    def __init__(self, sched, dtypes: dict, unit: bool, block_rows: int, limit: int):
+        self.dtypes = {"rows": np.dtype(np.int64), "lens": np.dtype(np.int32),
+                       "y": None if dtypes["y"] is None else np.dtype(dtypes["y"]),
+                       "indices": np.dtype(dtypes["indices"]), "data": np.dtype(dtypes["data"])}
+        self.unit, self.block_rows, self.limit = unit, int(block_rows), int(limit)
+        self.paths = {p: sched.scratch_file(f"resident-{p}") for p in self.parts}
+        self._files = {p: open(path, "wb") for p, path in self.paths.items()}
+        self.n_rows = self.nbytes = 0
+        self.bounds = [[0, 0, 0, 0]]          # per block: row start/stop, nnz start/stop
+        self.failed = False
+        self.error: OSError | None = None
+
+    @property
+    def parts(self):
+        return tuple(p for p in _PARTS if not (self.unit and p == "data"))
+
+    def add(self, block, keep: np.ndarray) -> None:
+        r = np.flatnonzero(keep)
+        if len(r) == 0 or self.failed:
+            return
+        y, (indptr, indices, data) = take_rows(
+            r, block.y, (block.indptr, block.indices, block.data[:0] if self.unit else block.data))
+        self.append(row_ids(block, r), y, indptr, indices, data)
+
+    def append(self, rows, y, indptr, indices, data) -> None:
+        if self.failed or len(rows) == 0:
+            return
+        if self.dtypes["y"] is None:
+            self.dtypes["y"] = np.asarray(y).dtype
+        nnz = int(indptr[-1] - indptr[0])
+        parts = {"rows": np.asarray(rows, np.int64), "lens": np.diff(indptr).astype(np.int32),
+                 "y": np.asarray(y, self.dtypes["y"]),
+                 "indices": np.asarray(indices[indptr[0]:indptr[-1]], self.dtypes["indices"]),
+                 "data": np.asarray(data[indptr[0]:indptr[-1]], self.dtypes["data"])}
+        nbytes = sum(parts[p].nbytes for p in self.parts)
+        if self.nbytes + nbytes > self.limit:
+            self.abandon()
+            return
+        try:
+            for p in self.parts:
+                self._files[p].write(np.ascontiguousarray(parts[p]).data)   # no bytes copy
+        except OSError as exc:          # e.g. the scratch disk is full: no slab this time
+            self.error = exc
+            self.abandon()
+            return
+        last = self.bounds[-1]
+        if last[1] - last[0] + len(rows) > self.block_rows and last[1] > last[0]:
+            self.bounds.append([last[1], last[1], last[3], last[3]])
+            last = self.bounds[-1]
+        last[1] += len(rows)
+        last[3] += nnz
+        self.n_rows += len(rows)
+        self.nbytes += nbytes
+
+    def abandon(self) -> None:
+        self.failed = True
+        self._close()
+        for path in self.paths.values():
+            _remove(path)
+
+    def finish(self):
+        """The slab written, or None if the writer gave up or wrote no row."""
+        if self.failed:
+            return None
+        self._close()
+        if self.n_rows == 0:
+            self.abandon()
+            return None
+        return DiskRows(self.paths, self.dtypes, self.unit, np.array(self.bounds, np.int64))
+
+    def _close(self):
+        for f in self._files.values():
+            if not f.closed:
+                f.close()
+
+
+class DiskRows:
+    """A written disk slab: its blocks (read in any thread), its layout, its deletion.
+
+    Attributes
+    ----------
+    bounds : ndarray of shape (n_blocks, 4)
+        Per block: first and last+1 slab row, first and last+1 non-zero.
+    block_rows : ndarray of shape (n_blocks,)
+        Kept rows per block (blocks with none are not read).
+    block_bytes : ndarray of shape (n_blocks,)
+        CSR bytes of those rows.
+    bytes_read : int
+    """
+
+    def __init__(self, paths: dict, dtypes: dict, unit: bool, bounds: np.ndarray):
+        self.paths, self.dtypes, self.unit = paths, dtypes, unit
+        self.bounds = bounds
+        self.block_rows = (bounds[:, 1] - bounds[:, 0]).astype(np.int64)
+        self.block_bytes = np.zeros(len(bounds), dtype=np.int64)
+        self.bytes_read = 0
+
+    n_blocks = property(lambda self: len(self.bounds))
+    n_rows = property(lambda self: int(self.bounds[-1, 1]))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its files."""
+        return sum(os.path.getsize(p) for p in self.paths.values())
+
+    def _pread(self, part: str, start: int, stop: int) -> np.ndarray:
+        dt = self.dtypes[part]
+        out = np.empty(max(0, stop - start), dtype=dt)
+        buf = memoryview(out).cast("B")
+        fd = os.open(self.paths[part], os.O_RDONLY)
+        try:
+            done = 0
+            while done < len(buf):
+                got = os.preadv(fd, [buf[done:]], start * dt.itemsize + done)
+                if got <= 0:
+                    raise OSError(f"{self.paths[part]}: expected {len(buf)} bytes at offset "
+                                  f"{start * dt.itemsize}, got {done} (file truncated?)")
+                done += got
+        finally:
+            os.close(fd)
+        return out
+
+    def read_block(self, j: int) -> SlabBlock:
+        """Block ``j`` (any thread)."""
+        r0, r1, p0, p1 = (int(v) for v in self.bounds[j])
+        lens = self._pread("lens", r0, r1)
+        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        data = np.empty(0, self.dtypes["data"]) if self.unit else self._pread("data", p0, p1)
+        blk = SlabBlock(j, r0, indptr, self._pread("indices", p0, p1), data,
+                        self._pread("y", r0, r1), ids=self._pread("rows", r0, r1))
+        self.bytes_read += blk.nbytes
+        return blk
+
+    def layout(self) -> dict:
+        """What :func:`_rebuild_disk` needs: row ids and lengths in slab order, block bounds."""
+        return {"rows": self._pread("rows", 0, self.n_rows),
+                "lens": self._pread("lens", 0, self.n_rows), "bounds": self.bounds.copy(),
+                "block_rows": self.block_rows.copy(), "block_bytes": self.block_bytes.copy()}
+
+    def delete(self) -> None:
+        for path in self.paths.values():
+            _remove(path)
+
+
+class ResidentRows:
+    """Which rows a solver keeps, and where they live (module doc). Create with
+    :meth:`PassScheduler.resident_rows`.
+
+    Parameters
+    ----------
+    sched : PassScheduler
+    key : RowState
+        A row is kept while ``key`` (any column) is at least ``threshold``.
+    states : tuple of RowState
+        The solver's states copied locally for the RAM slab (and written back).
+    extra_row_bytes : int
+        Bytes a RAM-slab row costs besides its CSR entries (its label and id, the local
+        copies, the solver's own per-row arrays).
+    fixed_bytes : int
+        Bytes the solver holds whatever the budget (its model), left out of the RAM room.
+    ram, disk : bool
+        Allow the RAM slab / the disk slab.
+    disk_fraction : float
+        A disk slab holds at most this share of the store's CSR bytes.
+
+    Attributes
+    ----------
+    where : {"store", "disk", "ram"}
+        Where the sweeps go: the store (kept rows of each block), the disk slab, the RAM slab.
+    block_rows, block_bytes : ndarray of shape (n_blocks,)
+        Kept rows of each store block and their CSR bytes (an estimate until a sweep has
+        counted them).
+    """
+
+    def __init__(self, sched, key, states, *, extra_row_bytes: int, fixed_bytes: int,
+                 ram: bool = True, disk: bool = True, disk_fraction: float = 0.5,
+                 threshold: int = 1):
+        store = sched.store
+        self.sched, self.key, self.states = sched, key, tuple(states)
+        self.extra_row_bytes, self.fixed_bytes = int(extra_row_bytes), int(fixed_bytes)
+        self.ram_enabled, self.disk_enabled = bool(ram), bool(disk)
+        self.disk_fraction, self.threshold = float(disk_fraction), threshold
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
+        sizes = np.asarray(sched.block_sizes, dtype=np.int64)
+        self.block_rows = sizes.copy()
+        self.block_bytes = np.zeros(sched.n_blocks, dtype=np.int64)
+        for c, nnz in enumerate(store.chunk_nnz):      # spread each chunk's nnz over its blocks
+            blocks = np.flatnonzero(sched.block_chunks == c)
+            share = sizes[blocks] / max(1, int(sizes[blocks].sum()))
+            self.block_bytes[blocks] = (share * int(nnz) * self.row_bytes).astype(np.int64)
+        self.store_bytes = int(self.block_bytes.sum())
+        self.where = "store"
+        self.ram: RamRows | None = None
+        self.disk: DiskRows | None = None
+        self.collect_to: str | None = None        # what the next sweep collects into
+        self.disk_off = False                     # a disk slab could not be written
+        self.disk_bytes_read = 0
+        self.ram_kept = 0                         # rows kept inside the RAM slab
+        self.ram_version = 0                      # counts the RAM slabs installed
+
+    # -- sizes and plans ---------------------------------------------------------------
+    def kept(self) -> tuple[int, int]:
+        """Kept rows and the bytes of their CSR entries (in the disk slab when there)."""
+        if self.disk is not None:
+            return int(self.disk.block_rows.sum()), int(self.disk.block_bytes.sum())
+        return int(self.block_rows.sum()), int(self.block_bytes.sum())
+
+    def _ram_room(self) -> int:
+        s = self.sched
+        return s.data_budget - s.state_bytes - s.inflight_bytes - self.fixed_bytes
+
+    def fits_ram(self) -> bool:
+        rows, nbytes = self.kept()
+        return 0 < nbytes + rows * self.extra_row_bytes <= self._ram_room()
+
+    @property
+    def ram_full(self) -> bool:
+        """The RAM slab holds every row of the store."""
+        return self.ram is not None and self.ram.n_rows == self.sched.n_rows
+
+    def _disk_limit(self) -> int:
+        return int(self.disk_fraction * self.store_bytes)
+
+    def plan(self) -> None:
+        """After a sweep of the store or the disk slab: should the next one collect the
+        kept rows into a RAM slab (they fit) or a new disk slab (they fit ``disk_fraction``
+        of the store; in a disk slab, when at most half of its rows are still kept)?"""
+        self.collect_to = "ram" if (self.ram_enabled and self.ram is None and
+                                    self.fits_ram()) else None
+        if self.collect_to or self.disk_off or not (self.ram_enabled and self.disk_enabled):
+            return
+        rows, nbytes = self.kept()
+        if rows == 0:
+            return
+        # the files also hold a row id, a length and a label per row
+        if nbytes + rows * (8 + 4 + 4) > self._disk_limit():
+            return
+        if self.disk is None or 2 * rows <= self.disk.n_rows:
+            self.collect_to = "disk"
+
+    def plan_full_pass(self) -> None:
+        """Before a read-only pass over the whole store (an exact check): leave the slabs;
+        collect again what stays kept (a new disk slab too when there was one)."""
+        self.leave_ram()
+        self.plan()
+        if self.collect_to is None and self.disk is not None:
+            self.collect_to = "disk"
+        self.drop_disk()
+
+    # -- collecting --------------------------------------------------------------------
+    def collector(self):
+        """What the coming sweep copies the kept rows into, or None."""
+        if self.collect_to == "ram":
+            return _RamCollector(self.sched, self._ram_room(), self.row_bytes,
+                                 self.extra_row_bytes, self.unit)
+        if self.collect_to == "disk":
+            store = self.sched.store
+            try:
+                return _DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
+                                                "data": store.dtype, "y": None},
+                                   self.unit, self.sched.block_rows or store.chunk_rows,
+                                   self._disk_limit())
+            except OSError as exc:
+                self._disk_failed(exc)
+        return None
+
+    def after_block(self, block, collector, key=None) -> None:
+        """Count the kept rows of a block just swept (store or disk slab), and collect
+        them (``key``: the block's rows of the key state when the caller holds them)."""
+        if key is None:
+            key = self.key.values[block.ids] if isinstance(block, SlabBlock) else \
+                self.key.view(block)
+        keep = np.empty(block.n_rows, dtype=bool)
+        rows, nnz = kept_rows(block.indptr, key if key.ndim == 2 else key[:, None],
+                              self.threshold, keep)
+        if isinstance(block, SlabBlock):
+            self.disk.block_rows[block.id] = rows
+            self.disk.block_bytes[block.id] = nnz * self.row_bytes
+        else:
+            self.block_rows[block.id] = rows
+            self.block_bytes[block.id] = nnz * self.row_bytes
+        if collector is not None:
+            collector.add(block, keep)
+
+    def finish(self, collector, install: bool = True) -> None:
+        """Install what a sweep collected (or drop it: ``install=False``)."""
+        self.collect_to = None
+        if collector is None:
+            return
+        if not install:
+            collector.abandon()
+            return
+        if collector.kind == "ram":
+            self._enter_ram(collector.pieces)
+        else:
+            self._enter_disk(collector)
+
+    def _enter_ram(self, pieces) -> None:
+        if not pieces:
+            self.sched.reserve(0)
+            return
+        lens = np.concatenate([np.diff(p[1][0]) for p in pieces])
+        indptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        data = np.empty(0, self.sched.store.dtype) if self.unit else \
+            np.concatenate([p[1][2] for p in pieces])
+        X = (indptr, np.concatenate([p[1][1] for p in pieces]), data)
+        ids = np.ascontiguousarray(np.concatenate([p[2] for p in pieces]))
+        self._install_ram(X, np.concatenate([p[0] for p in pieces]), ids)
+
+    def load_all(self) -> None:
+        """The whole store into the RAM slab at once (it fits): one bulk read, no streamed
+        first pass."""
+        self.collect_to = None
+        blk = self.sched.read_all()
+        data = np.empty(0, blk.data.dtype) if self.unit else blk.data
+        self._install_ram((blk.indptr, blk.indices, data), blk.y,
+                          np.arange(blk.n_rows, dtype=np.int64))
+
+    def _install_ram(self, X, y, ids) -> None:
+        local = {st.name: np.ascontiguousarray(st.values[ids]) for st in self.states}
+        self.ram = RamRows(X, y, ids, local)
+        self.ram_version += 1
+        self.where = "ram"
+        self.ram_kept = len(ids)
+        self.sched.reserve(self.ram.nbytes + len(ids) * self._solver_row_bytes())
+        logger.info("active set compacted: %d rows (%.1f MB) now in RAM", len(ids),
+                    self.ram.nbytes / 1e6)
+
+    def _solver_row_bytes(self) -> int:
+        """Per-row bytes of the solver's own slab arrays (``extra_row_bytes`` less the row
+        pointer, label, id and local state copies held here)."""
+        own = 8 + self.ram.y.itemsize + 8 + \
+            sum(st.dtype.itemsize * (st.width or 1) for st in self.states)
+        return max(0, self.extra_row_bytes - own)
+
+    def _enter_disk(self, writer: _DiskWriter) -> None:
+        slab = writer.finish()
+        if writer.error is not None:
+            self._disk_failed(writer.error)
+        if slab is None:
+            return
+        self.drop_disk()
+        self.disk = slab
+        slab.block_bytes = (slab.bounds[:, 3] - slab.bounds[:, 2]) * self.row_bytes
+        self.where = "disk"
+        logger.info("active set compacted: %d rows (%.1f MB) copied to scratch disk",
+                    slab.n_rows, slab.nbytes / 1e6)
+
+    def _disk_failed(self, exc: OSError) -> None:
+        self.disk_off = True
+        if self.collect_to == "disk":
+            self.collect_to = None
+        logger.warning("cannot write the disk slab to the scratch directory (%s); "
+                       "continuing with streamed passes (set --scratch-dir to a local disk "
+                       "with room for half the decoded store)", exc)
+
+    # -- leaving -----------------------------------------------------------------------
+    def leave_ram(self) -> None:
+        """Write the RAM slab's local state copies back to the states; sweeps go to the
+        store again."""
+        if self.ram is None:
+            return
+        for st in self.states:
+            st.values[self.ram.ids] = self.ram.local[st.name]
+        self.ram = None
+        self.where = "store"
+        self.sched.reserve(0)
+
+    def drop_disk(self) -> None:
+        """Delete the disk slab (the per-row state never left the scheduler's states)."""
+        if self.disk is not None:
+            self.disk.delete()
+            self.disk = None
+            if self.where == "disk":
+                self.where = "store"
+
+    def reset(self) -> None:
+        """Every row kept again (after the solver re-activated them all): slabs left."""
+        self.leave_ram()
+        self.drop_disk()
+        self.block_rows[:] = self.sched.block_sizes
+
+    def close(self) -> None:
+        self.leave_ram()
+        self.drop_disk()
+
+    # -- checkpoints -------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict, dict]:
+        """Arrays and meta to restore exactly this placement (the slabs by row ids)."""
+        arrays = {"block_rows": self.block_rows, "block_bytes": self.block_bytes}
+        if self.ram is not None:
+            arrays["ram.ids"] = self.ram.ids
+            arrays.update({f"ram.local.{k}": v for k, v in self.ram.local.items()})
+        if self.disk is not None:
+            arrays.update({f"disk.{k}": v for k, v in self.disk.layout().items()})
+        meta = {"where": self.where, "collect_to": self.collect_to, "disk_off": self.disk_off,
+                "disk_bytes_read": self.disk_bytes_read, "ram_kept": self.ram_kept,
+                "disk_y_dtype": None if self.disk is None else str(self.disk.dtypes["y"])}
+        return arrays, meta
+
+    def load_state_dict(self, arrays: dict, meta: dict) -> None:
+        """Restore :meth:`state_dict`, writing the slabs again from the store (read outside
+        any sweep: no pass counted, later orders unchanged)."""
+        self.block_rows[:] = arrays["block_rows"]
+        self.block_bytes[:] = arrays["block_bytes"]
+        self.collect_to, self.disk_off = meta["collect_to"], bool(meta["disk_off"])
+        self.disk_bytes_read = int(meta["disk_bytes_read"])
+        if meta["where"] == "ram":
+            ids = np.asarray(arrays["ram.ids"], np.int64)
+            y, X = self._rows_from_store(ids)
+            self._install_ram(X, y, ids)
+            for name in self.ram.local:
+                self.ram.local[name][...] = arrays[f"ram.local.{name}"]
+            self.ram_kept = int(meta["ram_kept"])
+        elif meta["where"] == "disk":
+            self._rebuild_disk({k: arrays[f"disk.{k}"] for k in
+                                ("rows", "lens", "bounds", "block_rows", "block_bytes")},
+                               meta["disk_y_dtype"])
+
+    def _rows_from_store(self, ids: np.ndarray):
+        """Rows ``ids`` (in that order) read again from the store."""
+        order = np.argsort(ids, kind="stable")
+        srt = ids[order]
+        ys, Xs, pos = [], [], []
+        for blk in self.sched.read_blocks(range(self.sched.n_blocks)):
+            lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
+            if lo == hi:
+                continue
+            data = blk.data[:0] if self.unit else blk.data
+            y, X = take_rows(srt[lo:hi] - blk.row_start, blk.y, (blk.indptr, blk.indices, data))
+            ys.append(y), Xs.append(X), pos.append(order[lo:hi])
+        back = np.argsort(np.concatenate(pos), kind="stable")   # sorted order → ids order
+        lens = np.concatenate([np.diff(X[0]) for X in Xs])
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[back], lens[back])]) \
+            if len(lens) else np.zeros(0, np.int64)
+        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(lens[back], out=indptr[1:])
+        indices = np.concatenate([X[1] for X in Xs])[take]
+        data = np.empty(0, self.sched.store.dtype) if self.unit else \
+            np.concatenate([X[2] for X in Xs])[take]
+        return np.concatenate(ys)[back], (indptr, indices, data)
+
+    def _rebuild_disk(self, layout: dict, y_dtype) -> None:
+        """Write the disk slab described by ``layout`` again from the store: same rows,
+        same order, same blocks (each store block's rows written at their slab places)."""
+        rows = np.asarray(layout["rows"], np.int64)
+        lens = np.asarray(layout["lens"], np.int64)
+        store = self.sched.store
+        writer = _DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
+                                          "data": store.dtype, "y": y_dtype}, self.unit, 1,
+                             1 << 62)
+        writer._close()
+        n = len(rows)
+        offs = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=offs[1:])
+        order = np.argsort(rows, kind="stable")            # slab positions by global row
+        srt = rows[order]
+        files = {p: open(path, "r+b") for p, path in writer.paths.items()}
+        try:
+            for p in writer.parts:                         # every file at its final size
+                files[p].truncate(int(offs[-1] if p in ("indices", "data") else n) *
+                                  writer.dtypes[p].itemsize)
+            for blk in self.sched.read_blocks(range(self.sched.n_blocks)):
+                lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
+                if lo == hi:
+                    continue
+                pos = order[lo:hi]
+                sel = np.argsort(pos, kind="stable")
+                pos, local = pos[sel], (srt[lo:hi] - blk.row_start)[sel]
+                # a store block's rows sit in runs of consecutive slab positions
+                for run in np.split(np.arange(len(pos)), np.flatnonzero(np.diff(pos) != 1) + 1):
+                    p0 = int(pos[run[0]])
+                    y, (indptr, indices, data) = take_rows(
+                        local[run], blk.y,
+                        (blk.indptr, blk.indices, blk.data[:0] if self.unit else blk.data))
+                    if not np.array_equal(np.diff(indptr), lens[p0:p0 + len(run)]):
+                        raise ValueError("the store's rows do not match the checkpointed slab "
+                                         "(row lengths differ)")
+                    vals = {"rows": rows[p0:p0 + len(run)], "lens": lens[p0:p0 + len(run)],
+                            "y": y, "indices": indices, "data": data}
+                    for p in writer.parts:
+                        dt = writer.dtypes[p]
+                        at = int(offs[p0] if p in ("indices", "data") else p0) * dt.itemsize
+                        files[p].seek(at)
+                        files[p].write(np.ascontiguousarray(vals[p], dt).data)
+        finally:
+            for f in files.values():
+                f.close()
+        slab = DiskRows(writer.paths, writer.dtypes, self.unit,
+                        np.asarray(layout["bounds"], np.int64))
+        slab.block_rows[:] = layout["block_rows"]
+        slab.block_bytes = np.array(layout["block_bytes"], dtype=np.int64)
+        self.disk = slab
+        self.where = "disk"
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,237 @@
+"""The one driver every solver runs under (DESIGN.md §5).
+
+:func:`run` owns what no solver should write again: the loop over outer iterations, the
+stopping rule on the certificate (an exact certificate at most ``tol``), ``max_passes``
+with a ``ConvergenceWarning`` (and one exact check when the last certificate was an
+estimate, so what is reported is never an estimate), checkpoints every N passes or T
+seconds and on a stop request (SIGINT/SIGTERM in the CLI), resume, the progress bar, one
+log line per iteration and the history, one entry per outer iteration with the keys of
+:data:`HISTORY_KEYS`:
+
+``iteration``
+    1, 2, ... (the driver's count of outer iterations)
+``kind``
+    what the iteration swept: ``"stream"`` (the store), ``"disk"`` (resident rows on scratch
+    disk), ``"slab"`` (resident rows in RAM), ``"check"`` (a read-only pass for an exact
+    certificate), or a solver's own word
+``passes``, ``seconds``
+    rows visited / n_rows, and wall seconds since the start, at the end of the iteration
+``primal``, ``dual``, ``gap``, ``exact``
+    the objectives, the certificate (named by ``Solver.certificate``) and whether it is
+    exact or an estimate
+``active``
+    rows (or features) the solver still works on
+``mb_read``, ``kernel_seconds``, ``wait_seconds``
+    decoded MB read, seconds inside kernels and seconds waiting for data, in the iteration
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import numpy as np
+
+from ..exceptions import CheckpointError, ConvergenceWarning
+from ._base import SolveResult
+
+__all__ = ["run", "HISTORY_KEYS"]
+
+log = logging.getLogger(__name__)
+
+HISTORY_KEYS = ("iteration", "kind", "passes", "seconds", "primal", "dual", "gap", "exact",
+                "active", "mb_read", "kernel_seconds", "wait_seconds")
+_FLOAT_KEYS = ("passes", "seconds", "primal", "dual", "gap", "mb_read", "kernel_seconds",
+               "wait_seconds")
+_CHECKPOINT_VERSION = 1
+
+
+class _Run:
+    """The driver's own resumable state."""
+
+    def __init__(self):
+        self.history: list[dict] = []
+        self.done = self.converged = False
+        self.saved_passes = 0.0          # sched.passes at the last checkpoint
+        self.saved_time = time.monotonic()
+        self.seconds0 = 0.0              # wall seconds of the runs before a resume
+
+
+def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_passes=0.0,
+        every_seconds=0.0, should_stop=None, progress=False) -> SolveResult:
+    """Run ``solver`` on ``sched`` until its certificate reaches ``solver.tol`` or
+    ``solver.max_passes`` (module doc).
+
+    Parameters
+    ----------
+    solver : Solver
+    sched : PassScheduler
+    state : tuple (arrays, meta), optional
+        A checkpoint to continue (from ``CheckpointManager.load_latest``).
+    callback : callable, optional
+        Called with each history entry.
+    checkpoint : callable, optional
+        ``checkpoint(arrays, meta)`` saves a snapshot.
+    every_passes, every_seconds : float
+        Save a snapshot each time this many more passes over the data, or seconds, are
+        done (0: only at the end and when stopped).
+    should_stop : callable, optional
+        Polled after every iteration; when it returns True a snapshot is saved and
+        ``KeyboardInterrupt`` raised.
+    progress : bool
+        Show a progress bar over the passes (to ``max_passes``).
+    """
+    solver.start(sched)
+    r = _Run()
+    if state is not None:
+        _restore(solver, sched, r, *state)
+    t0 = time.perf_counter() - r.seconds0
+    bar = _Bar(solver, sched) if progress else None
+    try:
+        while not r.done:                 # a checkpoint of a finished run resumes as finished
+            _iterate(solver, sched, r, solver.step, t0, callback, bar)
+            if not r.done and sched.passes >= solver.max_passes:
+                r.done = True
+                if not r.history[-1]["exact"]:
+                    _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
+            if r.done:
+                break
+            due = (every_passes and sched.passes - r.saved_passes >= every_passes) or \
+                (every_seconds and time.monotonic() - r.saved_time >= every_seconds)
+            if checkpoint is not None and due:
+                _save(solver, sched, r, t0, checkpoint)
+            if should_stop is not None and should_stop():
+                if checkpoint is not None:
+                    _save(solver, sched, r, t0, checkpoint)
+                raise KeyboardInterrupt("training interrupted; checkpoint saved")
+        if checkpoint is not None:
+            _save(solver, sched, r, t0, checkpoint)
+    finally:
+        if bar is not None:
+            bar.close()
+    last = r.history[-1] if r.history else {"gap": float("inf"), "primal": np.nan,
+                                             "dual": np.nan}
+    coef, intercept = solver.coef()
+    n_iter = solver.n_iter if solver.n_iter >= 0 else len(r.history)
+    if not r.converged:
+        warnings.warn(f"{solver.name} stopped after {sched.passes:.1f} passes (max_passes="
+                      f"{solver.max_passes:g}) with {solver.certificate} {last['gap']:.3g} > "
+                      f"tol={solver.tol:g}; increase max_passes or tol.", ConvergenceWarning,
+                      stacklevel=3)
+    return SolveResult(coef, intercept, n_iter, sched.passes, r.converged, float(last["gap"]),
+                       float(last["primal"]), float(last["dual"]), list(r.history))
+
+
+def _iterate(solver, sched, r, step, t0, callback, bar) -> None:
+    """One outer iteration (``step``: the solver's step or final check) into the history."""
+    before = (time.perf_counter(), sched.mb_read, sched.kernel_seconds, sched.wait_seconds)
+    out = step(sched)
+    entry = {"iteration": len(r.history) + 1, "kind": out["kind"], "passes": sched.passes,
+             "seconds": time.perf_counter() - t0, "primal": float(out["primal"]),
+             "dual": float(out["dual"]), "gap": float(out["gap"]), "exact": bool(out["exact"]),
+             "active": int(out["active"]), "mb_read": sched.mb_read - before[1],
+             "kernel_seconds": sched.kernel_seconds - before[2],
+             "wait_seconds": sched.wait_seconds - before[3]}
+    r.history.append(entry)
+    if entry["exact"] and entry["gap"] <= solver.tol:
+        r.done = r.converged = True
+    log.info("iter %4d %-6s passes %8.2f primal %.6e dual %.6e %s %.2e%s active %d %.2fs "
+             "(kernels %.2fs, waiting for data %.2fs) %.1f MB", entry["iteration"],
+             entry["kind"], entry["passes"], entry["primal"], entry["dual"], "gap",
+             entry["gap"], "" if entry["exact"] else " (estimate)", entry["active"],
+             time.perf_counter() - before[0], entry["kernel_seconds"], entry["wait_seconds"],
+             entry["mb_read"])
+    if bar is not None:
+        bar.update(entry)
+    if callback is not None:
+        callback(entry)
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+def _save(solver, sched, r, t0, checkpoint) -> None:
+    arrays, meta = solver.state_dict()
+    out = {f"solver.{k}": v for k, v in arrays.items()}
+    out.update({f"state.{name}": st.to_array() for name, st in sched.states.items()})
+    out.update(_history_to_arrays(r.history))
+    r.saved_passes = sched.passes
+    r.saved_time = time.monotonic()
+    checkpoint(out, {"solver": solver.name, "version": _CHECKPOINT_VERSION,
+                     "solver_meta": meta, "sched": sched.state_dict(),
+                     "driver": {"done": r.done, "converged": r.converged,
+                                "saved_passes": r.saved_passes,
+                                "seconds": time.perf_counter() - t0},
+                     "kinds": sorted({h["kind"] for h in r.history})})
+
+
+def _restore(solver, sched, r, arrays: dict, meta: dict) -> None:
+    if meta.get("solver") != solver.name or meta.get("version") != _CHECKPOINT_VERSION:
+        raise CheckpointError(f"checkpoint is not a {solver.name} checkpoint of this version "
+                              f"(solver {meta.get('solver')!r}, version {meta.get('version')!r})")
+    for name, st in sched.states.items():
+        st.load_array(arrays["state." + name])
+    sched.load_state_dict(meta["sched"])
+    solver.load_state_dict({k[len("solver."):]: v for k, v in arrays.items()
+                            if k.startswith("solver.")}, meta["solver_meta"])
+    r.history = _history_from_arrays(arrays, meta["kinds"])
+    d = meta["driver"]
+    r.done, r.converged = bool(d["done"]), bool(d["converged"])
+    r.saved_passes = float(d["saved_passes"])
+    r.seconds0 = float(d["seconds"])
+
+
+def _history_to_arrays(history: list) -> dict:
+    """The history as numeric columns (cheap to checkpoint every pass)."""
+    kinds = sorted({h["kind"] for h in history})
+    out = {f"history.{k}": np.array([h[k] for h in history], dtype=np.float64)
+           for k in _FLOAT_KEYS}
+    out["history.active"] = np.array([h["active"] for h in history], dtype=np.int64)
+    out["history.exact"] = np.array([h["exact"] for h in history], dtype=bool)
+    out["history.kind"] = np.array([kinds.index(h["kind"]) for h in history], dtype=np.int32)
+    return out
+
+
+def _history_from_arrays(arrays: dict, kinds: list) -> list:
+    n = len(arrays["history.kind"])
+    rows = []
+    for j in range(n):
+        h = {"iteration": j + 1, "kind": kinds[int(arrays["history.kind"][j])]}
+        for k in _FLOAT_KEYS:
+            h[k] = float(arrays[f"history.{k}"][j])
+        h["exact"] = bool(arrays["history.exact"][j])
+        h["active"] = int(arrays["history.active"][j])
+        rows.append({k: h[k] for k in HISTORY_KEYS})
+    return rows
+
+
+# -- progress ------------------------------------------------------------------------------
+
+class _Bar:
+    """A tqdm bar over the passes, with the certificate, objectives and throughput."""
+
+    def __init__(self, solver, sched):
+        from tqdm.auto import tqdm
+        self.sched, self.max = sched, float(solver.max_passes)
+        self.bar = tqdm(total=self.max, unit="pass", desc=solver.name, dynamic_ncols=True,
+                        bar_format="{desc}: {n:.2f}/{total:g} passes [{elapsed}<{remaining}] "
+                                   "{postfix}")
+        self.last = (time.perf_counter(), sched.passes, sched.mb_read)
+
+    def update(self, entry: dict) -> None:
+        now = time.perf_counter()
+        t, passes, mb = self.last
+        if now - t < 0.5 and not entry["exact"]:
+            return
+        dt = max(now - t, 1e-9)
+        rate = (entry["passes"] - passes) * self.sched.n_rows / dt
+        self.last = (now, entry["passes"], self.sched.mb_read)
+        gap = f"gap {entry['gap']:.2e}" if entry["exact"] else f"gap~{entry['gap']:.2e}"
+        self.bar.set_postfix_str(f"{gap} primal {entry['primal']:.6g} dual {entry['dual']:.6g} "
+                                 f"active {entry['active']:,} {rate:,.0f} rows/s "
+                                 f"{(self.sched.mb_read - mb) / dt:.0f} MB/s", refresh=False)
+        self.bar.update(min(entry["passes"], self.max) - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.n = min(self.sched.passes, self.max)
+        self.bar.close()
