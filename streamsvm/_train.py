@@ -22,6 +22,10 @@ from .solvers import SOLVERS
 from .solvers._base import Param
 from .solvers._driver import run
 
+#: The history columns a model keeps (those a resumed run reproduces exactly).
+MODEL_HISTORY_KEYS = ("iteration", "kind", "passes", "primal", "dual", "gap", "exact",
+                      "active")
+
 __all__ = ["train", "RUN_PARAMS", "make_solver"]
 
 log = logging.getLogger(__name__)
@@ -165,8 +169,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         slv.close()
         sched.close()
     seconds = time.perf_counter() - t0
+    # the history's deterministic columns: a run killed and resumed writes the same model
+    # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)
     summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
-                   history=result.history)
+                   history=[{k: h[k] for k in MODEL_HISTORY_KEYS} for h in result.history])
     model = LinearModel(result.coef, np.asarray(result.intercept, dtype=np.float64),
                         store.classes, store.task, {"solver": solver, **slv.get_params()},
                         summary, problem=problem.to_dict())

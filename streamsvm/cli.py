@@ -8,6 +8,7 @@ import logging
 import os
 import select
 import sys
+import textwrap
 
 from .exceptions import StreamSVMError
 
@@ -170,11 +171,12 @@ def _add_train(sub) -> None:
     from .solvers import SOLVERS
     t = sub.add_parser("train", help="train a linear SVM on a store",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Train by streaming the store's chunks through a solver, "
-                                   "until its certificate (the exact relative duality gap for "
-                                   "dcd) is at most --tol, or at --max-passes.\n\nsolvers:\n" +
-                                   "\n".join(f"  {n:8s} {SOLVERS[n].summary}"
-                                             for n in sorted(SOLVERS)))
+                       description=textwrap.fill(
+                           "Train by streaming the store's chunks through a solver, until its "
+                           "certificate (the exact relative duality gap for dcd) is at most "
+                           "--tol, or at --max-passes.", 88) + "\n\nsolvers:\n" + "\n".join(
+                           textwrap.fill(SOLVERS[n].summary, 88, initial_indent=f"  {n:9s}",
+                                         subsequent_indent=" " * 11) for n in sorted(SOLVERS)))
     t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
     t.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
     t.add_argument("--solver", default="dcd", choices=sorted(SOLVERS),

@@ -18,7 +18,7 @@ import numpy as np
 import streamsvm
 from streamsvm.kernels import row_sq_norms
 out = np.zeros(2)
-row_sq_norms(np.array([0, 1, 2]), np.array([0, 1], np.int32), np.array([3.0, 4.0]), out)
+row_sq_norms((np.array([0, 1, 2]), np.array([0, 1], np.int32), np.array([3.0, 4.0])), 0.0, out)
 assert out.tolist() == [9.0, 16.0], out
 import numba
 print(numba.config.CACHE_DIR)

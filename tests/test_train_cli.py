@@ -134,15 +134,15 @@ def test_small_budget_uses_the_scratch_dir_and_cleans_it(a9a_store, tmp_path, ca
                                                          monkeypatch):
     """--memory too small for the RAM slab: the active rows go to a disk slab under
     --scratch-dir (removed at the end); --no-disk-slab streams the store every sweep."""
-    from streamsvm.solvers import _disk_slab
+    from streamsvm.schedule import _resident
     store, scratch = a9a_store / "a9a.zarr", tmp_path / "scratch"
     seen = []
-    real = _disk_slab.DiskSlabWriter.__init__
+    real = _resident._DiskWriter.__init__
 
     def spy(self, sched, *a, **kw):
         real(self, sched, *a, **kw)
         seen.extend(self.paths.values())
-    monkeypatch.setattr(_disk_slab.DiskSlabWriter, "__init__", spy)
+    monkeypatch.setattr(_resident._DiskWriter, "__init__", spy)
     args = ["train", str(store), "--loss", "hinge", "--memory", "2MB", "--json", "-q",
             "--scratch-dir", str(scratch)]
     assert main(args + ["-o", str(tmp_path / "a.json")]) == 0
@@ -176,13 +176,15 @@ def test_bad_train_parameters_exit_2(a9a_store, tmp_path, capsys):
     out = str(tmp_path / "m.json")
     for args, needle in [(["-C", "0"], "'C'"), (["-C", "-2"], "'C'"),
                          (["--tol", "0"], "'tol'"), (["--memory", "much"], "'memory'"),
-                         (["--solver", "sgd"], "'solver'"), (["--readers", "0"], "'readers'")]:
+                         (["--readers", "0"], "'readers'")]:
         assert main(["train", store, "-o", out, "-q", *args]) == 2
         assert needle in capsys.readouterr().err
     assert main(["train", str(tmp_path / "none.zarr"), "-o", out, "-q"]) == 2
     assert "no streamsvm store" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["train", store, "-o", out, "--loss", "log"])
+    for bad in (["--loss", "log"], ["--solver", "sgd"]):
+        with pytest.raises(SystemExit):
+            main(["train", store, "-o", out, *bad])
+        assert "invalid choice" in capsys.readouterr().err
     assert not os.path.exists(out)
 
 

@@ -15,7 +15,7 @@ import pytest
 import streamsvm as ss
 import streamsvm.schedule as schedule
 from streamsvm.cli import main
-from streamsvm.estimators import _store_identity
+from streamsvm._train import _store_identity
 from streamsvm.exceptions import CheckpointError, OutputNotWritableError
 from streamsvm.io import Store, convert, open_store
 

@@ -234,7 +234,7 @@ def _load_text(path, n_features, classes, task):
 
 def m_streamsvm(spec, out: _Out):
     from streamsvm import InMemoryStore, open_store
-    from streamsvm.estimators import train
+    from streamsvm._train import train
     from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
     warnings.simplefilter("ignore", ConvergenceWarning)
     ds = spec["dataset"]

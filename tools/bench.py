@@ -811,7 +811,7 @@ def checks_cost(store_url: str, rounds: int = 6, memory=None, passes: int = 5) -
     eighth of the decoded store, as the out-of-core suites use), so every sweep streams."""
     import warnings
     import streamsvm as ss
-    from streamsvm.estimators import train
+    from streamsvm._train import train
     from streamsvm.io import _direct, _store
     store0 = ss.open_store(store_url)
     if memory is None:
@@ -825,8 +825,9 @@ def checks_cost(store_url: str, rounds: int = 6, memory=None, passes: int = 5) -
                     warnings.simplefilter("ignore")
                     _, res = train(ss.open_store(store_url), loss="hinge", memory=memory,
                                    max_passes=passes, disk_slab=False, slab=False)
-                sweeps = [h["sweep_seconds"] for h in res.history
-                          if h["mode"] == "stream" and not h["exact"]]
+                from streamsvm.solvers._driver import iteration_seconds
+                sweeps = [t for h, t in zip(res.history, iteration_seconds(res.history))
+                          if h["kind"] == "stream"]
                 first[on].append(sweeps[0])
                 later[on].extend(sweeps[1:])
     finally:
@@ -875,7 +876,7 @@ def io_baseline(store_url: str, repeat: int = 3, block_rows=None) -> dict:
             sched = PassScheduler(store, memory=0, block_rows=block_rows, prefetch=depth,
                                   readers=depth)
             t0, c0 = time.perf_counter(), time.process_time()
-            sched.map_reduce(lambda b: None)
+            sched.map_reduce(lambda b, *_: None)
             times.append(time.perf_counter() - t0)
             if depth == 2:      # CPU seconds of every thread: the work of decompressing
                 cpu_t.append(time.process_time() - c0)
@@ -908,7 +909,7 @@ if mode in ("runtime", "runtime_pass"):
     import warnings
     import scipy.sparse as sp
     from streamsvm import InMemoryStore
-    from streamsvm.estimators import train
+    from streamsvm._train import train
     warnings.simplefilter("ignore")
     part = store.read_rows(0, min(store.n_rows, 2000))
     X = sp.csr_matrix((part.data, part.indices, part.indptr),
@@ -921,7 +922,7 @@ if mode in ("scheduler", "runtime_pass"):
     n = store.n_rows
     s = PassScheduler(store, memory=int(sys.argv[3]) if mode == "scheduler" else 0,
                       block_rows=int(min(store.chunk_rows, max(256, -(-n // 512)))))
-    s.map_reduce(lambda b: None)
+    s.map_reduce(lambda b, *_: None)
     s.close()
 """
 
@@ -962,33 +963,33 @@ def pass_times(history: list[dict]) -> dict:
 
     ``first_sweep_s``: the first sweep (one full streamed pass, no shrinking yet);
     ``stream_s_per_pass``: median over streamed sweeps of sweep seconds / passes it added;
-    ``exact_s_per_pass``: the same for sweeps that ended with an exact check (one extra
-    read-only pass each); ``disk_sweep_s``: median seconds of a sweep over dcd's disk slab
+    ``exact_s_per_pass``: the same for the exact checks (read-only passes); ``disk_sweep_s``: median seconds of a sweep over dcd's disk slab
     (the active rows' uncompressed copy: a fraction of the store) and
     ``disk_s_per_pass``: the same per pass of rows it visited; ``first_kernel_s`` and
     ``stream_kernel_s_per_pass``: the seconds spent inside the solver's numba kernels
     (``kernel_seconds`` of the history) in the first sweep and per pass of the streamed
     sweeps (median).
     """
+    from streamsvm.solvers._driver import iteration_seconds
     stream, exact, disk, disk_pp, prev, first = [], [], [], [], 0.0, None
     kern, first_kern = [], None
-    for h in history:
+    for h, span in zip(history, iteration_seconds(history)):
         dp = h["passes"] - prev
         prev = h["passes"]
-        if dp <= 0 or h.get("mode") not in ("stream", "disk"):
+        if dp <= 0 or h.get("kind") not in ("stream", "disk", "check"):
             continue
-        v = h["sweep_seconds"] / dp
-        if h.get("exact"):
+        v = span / dp
+        if h["kind"] == "check":
             exact.append(v)
-        elif h["mode"] == "disk":
-            disk.append(h["sweep_seconds"])
+        elif h["kind"] == "disk":
+            disk.append(span)
             disk_pp.append(v)
         else:
             stream.append(v)
             if h.get("kernel_seconds") is not None:
                 kern.append(h["kernel_seconds"] / dp)
-        if first is None and not h.get("exact") and h["mode"] == "stream":
-            first = h["sweep_seconds"] / dp
+        if first is None and h["kind"] == "stream":
+            first = span / dp
             first_kern = h["kernel_seconds"] / dp if h.get("kernel_seconds") is not None \
                 else None
     med = (lambda x: statistics.median(x) if x else None)  # noqa: E731

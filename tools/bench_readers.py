@@ -28,13 +28,16 @@ _CHILD = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import streamsvm
-from streamsvm.estimators import train
+from streamsvm._train import train
+from streamsvm.solvers._driver import iteration_seconds
 store_url, memory, passes, prefetch, readers = sys.argv[1:6]
 _, res = train(streamsvm.open_store(store_url), C=1.0, loss="hinge", memory=int(memory),
                max_passes=float(passes), prefetch=int(prefetch), readers=int(readers),
                disk_slab=False)
-print(json.dumps([{k: e[k] for k in ("sweep_seconds", "kernel_seconds", "wait_seconds")}
-                  for e in res.history if e["mode"] == "stream" and not e["exact"]]))
+print(json.dumps([{"sweep_seconds": t, "kernel_seconds": e["kernel_seconds"],
+                   "wait_seconds": e["wait_seconds"]}
+                  for e, t in zip(res.history, iteration_seconds(res.history))
+                  if e["kind"] == "stream"]))
 """
 
 

@@ -65,7 +65,7 @@ def _store(spec: str, chunk_rows: int, work: str):
 
 
 def run(out: str, work: str | None, only: list[str] | None) -> dict:
-    from streamsvm.estimators import train
+    from streamsvm._train import train
     work = work or os.path.join(tempfile.gettempdir(), "streamsvm-identity")
     os.makedirs(work, exist_ok=True)
     res = {}

@@ -133,6 +133,8 @@ def row_sq_norm(X, unit, i, s0):
 def csr_matvec(X, w, out):
     """``out = X w`` for one model: ``w`` of shape (n_features,), ``out`` of shape (n_rows,)."""
     indptr, indices, data = X
+    if out.shape[0] != indptr.shape[0] - 1:
+        raise ValueError("csr_matvec: out must have shape (n_rows,)")
     unit = is_unit(X)
     for i in range(indptr.shape[0] - 1):
         s = 0.0
@@ -146,6 +148,8 @@ def csr_rmatvec_add(X, v, out):
     """``out += Xᵀ v`` for one model: ``v`` of shape (n_rows,), ``out`` of shape
     (n_features,). Rows with ``v_i = 0`` are skipped."""
     indptr, indices, data = X
+    if v.shape[0] != indptr.shape[0] - 1:
+        raise ValueError("csr_rmatvec_add: v must have shape (n_rows,)")
     unit = is_unit(X)
     for i in range(indptr.shape[0] - 1):
         a = np.float64(v[i])
@@ -158,6 +162,8 @@ def csr_rmatvec_add(X, v, out):
 @njit(cache=True, nogil=True)
 def csr_matmat(X, W, out):
     """``out = X W``: ``W`` of shape (n_features, k), ``out`` of shape (n_rows, k)."""
+    if out.shape[0] != X[0].shape[0] - 1 or out.shape[1] != W.shape[1]:
+        raise ValueError("csr_matmat: out must have shape (n_rows, k)")
     unit = is_unit(X)
     for i in range(X[0].shape[0] - 1):
         row_dots(X, unit, i, W, out[i])
@@ -166,6 +172,8 @@ def csr_matmat(X, W, out):
 @njit(cache=True, nogil=True)
 def csr_rmatmat_add(X, V, out):
     """``out += Xᵀ V``: ``V`` of shape (n_rows, k), ``out`` of shape (n_features, k)."""
+    if V.shape[0] != X[0].shape[0] - 1 or out.shape[1] != V.shape[1]:
+        raise ValueError("csr_rmatmat_add: V must have shape (n_rows, k), out (n_features, k)")
     unit = is_unit(X)
     for i in range(X[0].shape[0] - 1):
         row_axpys(X, unit, i, V[i], out)
@@ -174,6 +182,8 @@ def csr_rmatmat_add(X, V, out):
 @njit(cache=True, nogil=True)
 def row_sq_norms(X, s0, out):
     """``out[i] = s0 + ‖x_i‖²`` for every row (``s0``: e.g. the squared bias feature)."""
+    if out.shape[0] != X[0].shape[0] - 1:
+        raise ValueError("row_sq_norms: out must have shape (n_rows,)")
     unit = is_unit(X)
     for i in range(X[0].shape[0] - 1):
         out[i] = row_sq_norm(X, unit, i, s0)

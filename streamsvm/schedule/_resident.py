@@ -159,8 +159,7 @@ class _DiskWriter:
             self.abandon()
             return
         try:
-            for p in self.parts:
-                self._files[p].write(np.ascontiguousarray(parts[p]).data)   # no bytes copy
+            self._write_parts(parts)
         except OSError as exc:          # e.g. the scratch disk is full: no slab this time
             self.error = exc
             self.abandon()
@@ -173,6 +172,10 @@ class _DiskWriter:
         last[3] += nnz
         self.n_rows += len(rows)
         self.nbytes += nbytes
+
+    def _write_parts(self, parts: dict) -> None:
+        for p in self.parts:
+            self._files[p].write(np.ascontiguousarray(parts[p]).data)       # no bytes copy
 
     def abandon(self) -> None:
         self.failed = True

@@ -118,16 +118,18 @@ class PassScheduler:
     >>> import numpy as np, scipy.sparse as sp
     >>> from streamsvm.io import InMemoryStore
     >>> from streamsvm.kernels import csr_matvec
+    >>> from streamsvm.schedule import Accumulator
     >>> X = sp.random(10, 4, density=0.5, format="csr", random_state=0)
     >>> y = np.r_[np.ones(5), -np.ones(5)]
     >>> sched = PassScheduler(InMemoryStore(X, y, chunk_rows=4), memory="1MB")
     >>> margins = sched.state("margins", np.float64)
+    >>> def loss(block, views, args, acc):       # a kernel: module-level in a solver
+    ...     (m,), (w,) = views, args
+    ...     csr_matvec((block.indptr, block.indices, block.data), w, m)
+    ...     acc["loss"] += np.maximum(0.0, 1.0 - block.y * m).sum()
     >>> w = np.ones(4)
-    >>> def loss(block):
-    ...     m = margins.view(block)
-    ...     csr_matvec(block.indptr, block.indices, block.data, w, m)
-    ...     return np.maximum(0.0, 1.0 - block.y * m).sum()
-    >>> bool(np.isclose(sched.map_reduce(loss), np.maximum(0, 1 - y * (X @ w)).sum()))
+    >>> r = sched.map_reduce(loss, args=(w,), states=(margins,), acc={"loss": Accumulator(())})
+    >>> bool(np.isclose(r["loss"], np.maximum(0, 1 - y * (X @ w)).sum()))
     True
     >>> sched.passes, sched.n_blocks
     (1.0, 3)

@@ -36,7 +36,7 @@ import numpy as np
 from ..exceptions import CheckpointError, ConvergenceWarning
 from ._base import SolveResult
 
-__all__ = ["run", "HISTORY_KEYS"]
+__all__ = ["run", "HISTORY_KEYS", "iteration_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,15 @@ def _iterate(solver, sched, r, step, t0, callback, bar) -> None:
         bar.update(entry)
     if callback is not None:
         callback(entry)
+
+
+def iteration_seconds(history: list) -> list:
+    """Wall seconds of each iteration (the history's ``seconds`` are cumulative)."""
+    out, prev = [], 0.0
+    for h in history:
+        out.append(h["seconds"] - prev)
+        prev = h["seconds"]
+    return out
 
 
 # -- checkpoints ---------------------------------------------------------------------------

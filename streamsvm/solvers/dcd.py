@@ -322,7 +322,8 @@ class DCDSolver(Solver):
         return self.W.T.copy(), self.wb * self.bias
 
     def close(self) -> None:
-        self.rows.close()
+        if hasattr(self, "rows"):           # (start() may have refused the budget)
+            self.rows.close()
 
     def state_dict(self):
         arrays = {"W": self.W, "wb": self.wb, "zu": self.zu, "zs": self.zs, "cert": self.cert,
@@ -333,7 +334,8 @@ class DCDSolver(Solver):
             arrays["slab.margin"] = self.margin
         meta = {"version": _STATE_VERSION, "epochs": self.epochs, "eps_pg": self.eps_pg,
                 "gap_trigger": self.gap_trigger, "check_due": self.check_due,
-                "check_misses": self.check_misses, "pending": self.pending,
+                "check_misses": self.check_misses,
+                "pending": None if self.pending is None else list(self.pending),
                 "slab_active": self.slab_active, "slab_margins": self.slab_margins,
                 "rows": rows_meta}
         return arrays, meta

@@ -46,12 +46,17 @@ def _make(path, *, values: bool, multiclass: bool, seed: int):
     return path
 
 
+def _keep(block, views, args, acc):
+    args[0].append((block.row_start, block.indptr.copy(), block.indices.copy(),
+                    block.data.copy(), block.y.copy()))
+
+
 def _read_all(url):
-    """Every row through the scheduler (as training reads), concatenated."""
+    """Every row through the scheduler (as training reads), in order."""
     store = open_store(url)
     sched = PassScheduler(store, memory="1MB", prefetch=2, block_rows=50)
-    parts = sched.map_reduce(lambda b: [(b.row_start, b.indptr.copy(), b.indices.copy(),
-                                         b.data.copy(), b.y.copy())], combine=lambda a, p: a + p)
+    parts = []
+    sched.map_reduce(_keep, args=(parts,))
     sched.close()
     return parts
 

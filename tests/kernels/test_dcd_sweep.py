@@ -1,4 +1,4 @@
-"""The streamed dual CD kernel: visit order drawn in the kernel, counts, prefetch of whole rows."""
+"""The streamed dual CD kernel: visit order drawn in the kernel, groups of any size."""
 
 from __future__ import annotations
 
@@ -16,44 +16,36 @@ def _block(n, d, seed):
     return X, y
 
 
-def _sweep(blocks, active, seed, k=1, C=1.0, d=40, W=None):
-    """Run dcd_sweep on one or two blocks (from ``W``, default 0); returns
-    (W, alphas, actives, steps, counts)."""
+def _sweep(blocks, active, seed, k=1, C=1.0, d=40, W=None, slots=2):
+    """Run dcd_sweep on blocks in ``slots`` slots (from ``W``, default 0); returns
+    (W, alphas, actives, steps)."""
     n_slots = len(blocks)
-    bl = blocks * 2 if n_slots == 1 else blocks
-    acts = [a.copy() for a in (active * 2 if n_slots == 1 else active)]
+    bl = blocks + [blocks[0]] * (slots - n_slots)
+    acts = [a.copy() for a in active] + [active[0]] * (slots - n_slots)
     alphas = [np.zeros((X.shape[0], k)) for X, _ in bl]
-    if n_slots == 1:
-        alphas[1], acts[1] = alphas[0], acts[0]
-    W = np.zeros((k, d)) if W is None else W.copy()
-    wb = np.zeros(k)
+    W = np.zeros((d, k)) if W is None else W.copy()
+    model = (W, np.zeros(k), np.zeros((d, k)), np.zeros((k, 2)))
+    prob = (np.array([1], np.int32), np.full(k, C), np.full(k, C), False, 1.0)
     pg = np.zeros((k, 3))
     pg[:, 0], pg[:, 1] = -np.inf, np.inf
-    counts = np.full((2, 2), -1, dtype=np.int64)
     work = np.empty(sum(X.shape[0] for X, _ in blocks), dtype=np.int64)
-    steps = dcd_sweep(tuple(X.indptr for X, _ in bl), tuple(X.indices for X, _ in bl),
-                      tuple(X.data for X, _ in bl), False, tuple(y for _, y in bl), n_slots,
-                      np.array([seed], dtype=np.uint64), work, np.array([1], np.int32),
-                      np.full(k, C), np.full(k, C), False, 1.0, W, wb, tuple(alphas),
-                      tuple(acts), np.full(k, np.inf), np.full(k, -np.inf), pg,
-                      np.zeros((k, d)), np.zeros((k, 2)), np.zeros((k, 3)), counts)
-    return W, alphas[:n_slots], acts[:n_slots], steps, counts
+    steps = dcd_sweep(tuple((X.indptr.astype(np.int64), X.indices, X.data) for X, _ in bl),
+                      tuple(y for _, y in bl), tuple(zip(alphas, acts)), n_slots, False, model,
+                      prob, (np.full(k, np.inf), np.full(k, -np.inf)), (pg, np.zeros((k, 3))),
+                      np.array([seed], dtype=np.uint64), work)
+    return W, alphas[:n_slots], acts[:n_slots], steps
 
 
-def test_visits_every_active_row_once_and_counts_them():
+def test_visits_every_active_row_once():
     blocks = [_block(50, 40, 0), _block(30, 40, 1)]
     active = [np.ones((50, 1), np.uint8), np.ones((30, 1), np.uint8)]
     active[0][::3] = 0                           # shrunk rows are not visited
-    W, alphas, acts, steps, counts = _sweep(blocks, active, seed=7)
+    W, alphas, acts, steps = _sweep(blocks, active, seed=7)
     assert steps == int(active[0].sum() + active[1].sum())
     assert np.all(alphas[0][active[0] == 0] == 0.0)
     # from α = 0 every visited row with margin < 1 takes a step: w = Σ y α x over both blocks
     w = sum(((alphas[j][:, 0] * blocks[j][1]) @ blocks[j][0].toarray()) for j in range(2))
-    np.testing.assert_allclose(W[0], w, rtol=1e-10, atol=1e-12)
-    for j in range(2):
-        rows = acts[j].any(axis=1)
-        assert counts[j, 0] == rows.sum()
-        assert counts[j, 1] == np.diff(blocks[j][0].indptr)[rows].sum()
+    np.testing.assert_allclose(W[:, 0], w, rtol=1e-10, atol=1e-12)
 
 
 def test_order_is_seeded_and_interleaves_the_blocks():
@@ -70,7 +62,13 @@ def test_order_is_seeded_and_interleaves_the_blocks():
     assert not np.allclose(a[0], in_turn)
 
 
-def test_one_slot_ignores_slot_one():
+def test_unused_slots_are_ignored_and_groups_may_be_larger():
     X, y = _block(40, 40, 4)
-    W, alphas, acts, steps, counts = _sweep([(X, y)], [np.ones((40, 1), np.uint8)], seed=3)
-    assert steps == 40 and counts[0, 0] == 40 and counts[1, 0] == 0 and counts[1, 1] == 0
+    W, alphas, acts, steps = _sweep([(X, y)], [np.ones((40, 1), np.uint8)], seed=3)
+    assert steps == 40
+    blocks = [_block(20, 40, s) for s in (5, 6, 7)]
+    active = [np.ones((20, 1), np.uint8) for _ in blocks]
+    W3, alphas3, _, steps3 = _sweep(blocks, active, seed=3, slots=3)
+    assert steps3 == 60
+    w = sum(((alphas3[j][:, 0] * blocks[j][1]) @ blocks[j][0].toarray()) for j in range(3))
+    np.testing.assert_allclose(W3[:, 0], w, rtol=1e-10, atol=1e-12)

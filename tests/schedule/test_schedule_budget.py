@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from streamsvm.exceptions import InvalidParameterError
 from streamsvm.io import _writer, write_store
-from streamsvm.schedule import PassScheduler
+from streamsvm.schedule import Accumulator, PassScheduler
 
 
 @pytest.fixture
@@ -17,6 +17,10 @@ def store(tmp_path, monkeypatch):
     X = sp.random(4000, 60, density=0.2, format="csr", random_state=0)
     y = np.where(np.arange(4000) % 3, 1.0, -1.0)
     return write_store(tmp_path / "s.zarr", X, y, chunk_rows=500)
+
+
+def _data_sum(block, views, args, acc):
+    acc["s"] += float(block.data.sum())
 
 
 def test_ample_budget_keeps_the_read_ahead_asked(store):
@@ -34,8 +38,9 @@ def test_small_budget_reads_fewer_blocks_ahead_with_fewer_threads(store):
     assert sched.prefetch < 8 or sched._backend.threads < 3
     assert sched.inflight_bytes + 1000 <= sched.data_budget
     # the results do not depend on it
-    a = ample.map_reduce(lambda b: float(b.data.sum()))
-    b = sched.map_reduce(lambda b: float(b.data.sum()))
+    total = {"s": Accumulator(())}
+    a = ample.map_reduce(_data_sum, acc=total)["s"]
+    b = sched.map_reduce(_data_sum, acc=total)["s"]
     assert a == b
 
 

@@ -1,4 +1,5 @@
-"""map_reduce results are bitwise identical for every memory budget, prefetch and order."""
+"""map_reduce results are bitwise identical for every memory budget and read-ahead depth;
+per-block accumulators also for every visiting order (they fold by block id)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from streamsvm.io import InMemoryStore
 from streamsvm.kernels import csr_matvec, csr_rmatvec_add
-from streamsvm.schedule import PassScheduler
+from streamsvm.schedule import Accumulator, PassScheduler
 
 from .helpers import random_problem
 
@@ -19,30 +20,31 @@ def store():
     return InMemoryStore(X * 1e3 + 0.0, Y, chunk_rows=9)      # 67 blocks, values spread wide
 
 
-def loss_and_grad(n_features):
-    def func(block):
-        m = np.empty(block.n_rows)
-        csr_matvec(block.indptr, block.indices, block.data, W, m)
-        z = np.maximum(0.0, 1.0 - block.y * m)
-        g = np.zeros(n_features)
-        csr_rmatvec_add(block.indptr, block.indices, block.data, -2.0 * block.y * z, g)
-        return float(np.sum(z * z)), g
-    return func
+def loss_and_grad(block, views, args, acc):
+    """Squared-hinge loss and gradient of one block, into the scheduler's accumulators."""
+    Xb = (block.indptr, block.indices, block.data)
+    m = np.empty(block.n_rows)
+    csr_matvec(Xb, W, m)
+    z = np.maximum(0.0, 1.0 - block.y * m)
+    acc["loss"] += float(np.sum(z * z))
+    csr_rmatvec_add(Xb, -2.0 * block.y * z, acc["g"])
 
 
 def one_block_bytes(s):
     return max(s.read_chunk(i).nbytes for i in range(s.n_chunks))
 
 
-def run(memory, order, prefetch=2, sweeps_before=0):
+def run(memory, order, prefetch=2, sweeps_before=0, per_block=True):
     s = store()
     memory = one_block_bytes(s) if memory == "one block" else memory
     sched = PassScheduler(s, memory=memory, prefetch=prefetch, seed=1)
     for _ in range(sweeps_before):
-        sched.map_reduce(lambda b: None, order="cyclic")
-    result = sched.map_reduce(loss_and_grad(sched.n_features), order=order)
+        sched.map_reduce(lambda b, *_: None, order="cyclic")
+    r = sched.map_reduce(loss_and_grad, order=order,
+                         acc={"loss": Accumulator((), per_block=per_block),
+                              "g": Accumulator(40, per_block=per_block)})
     assert sched.passes == sweeps_before + 1
-    return result
+    return float(r["loss"]), r["g"]
 
 
 def test_reference_is_correct():
@@ -56,7 +58,7 @@ def test_reference_is_correct():
 @pytest.mark.parametrize("memory", ["1GB", "one block", 0])
 @pytest.mark.parametrize("order", ["sequential", "random", "cyclic", "reversed"])
 @pytest.mark.parametrize("prefetch", [0, 3])
-def test_bitwise_identical(memory, order, prefetch):
+def test_per_block_accumulators_are_bitwise_identical(memory, order, prefetch):
     ref_loss, ref_g = run("1GB", "sequential")
     sweeps_before = 0
     if order == "reversed":
@@ -68,58 +70,57 @@ def test_bitwise_identical(memory, order, prefetch):
     assert np.array_equal(g, ref_g)
 
 
+@pytest.mark.parametrize("memory", ["1GB", "one block", 0])
+@pytest.mark.parametrize("prefetch", [0, 3])
+def test_run_accumulators_are_bitwise_identical_for_an_order(memory, prefetch):
+    """One array per worker, added into in visiting order: the same for every budget and
+    read-ahead depth (and orders are seeded)."""
+    ref = run("1GB", "random", per_block=False)
+    got = run(memory, "random", prefetch, per_block=False)
+    assert got[0] == ref[0] and np.array_equal(got[1], ref[1])
+
+
 def test_the_test_has_teeth():
-    """Folding in visiting order would not be bitwise stable: the fixed order matters."""
-    s = store()
-    sched = PassScheduler(s, memory="1GB", seed=1)
-    func = loss_and_grad(sched.n_features)
-    partials = {b.id: func(b)[1] for b in sched.blocks()}
-    order = np.random.default_rng(0).permutation(len(partials))
-    in_id_order = sum(partials[b] for b in range(len(partials)))
-    in_random_order = sum(partials[b] for b in order)
-    assert not np.array_equal(in_id_order, in_random_order)
+    """Adding in visiting order is not bitwise stable across orders: the fold by block id
+    of per-block accumulators matters."""
+    seq = run("1GB", "sequential", per_block=False)
+    rnd = run("1GB", "random", per_block=False)
+    assert not np.array_equal(seq[1], rnd[1])
+    np.testing.assert_allclose(seq[1], rnd[1], rtol=1e-9)
 
 
 def test_fold_order_is_block_id_then_occurrence():
-    def fold_order(order):
-        return PassScheduler(store()).map_reduce(
-            lambda b: (b.id, b.position), order=order, init=[],
-            combine=lambda acc, p: acc + [p])
+    seen = []
 
-    assert fold_order([5, 3, 5, 1]) == [(1, 3), (3, 1), (5, 0), (5, 2)]
-    assert fold_order([1, 3, 5, 5]) == [(1, 0), (3, 1), (5, 2), (5, 3)]
-    assert [b for b, _ in fold_order("random")] == list(range(67))
-
-
-def test_reduction_structures_init_and_combine():
-    s = store()
-    sched = PassScheduler(s)
-    out = sched.map_reduce(lambda b: {"n": b.n_rows, "v": (np.ones(2), b.id)},
-                           init={"n": 1000, "v": (np.zeros(2), 0)})
-    assert out["n"] == 1000 + 600 and out["v"][1] == sum(range(67))
-    np.testing.assert_array_equal(out["v"][0], [67, 67])
-    assert sched.map_reduce(lambda b: b.n_rows, combine=max, order="random") == 9
-    assert sched.map_reduce(lambda b: None) is None
-    assert sched.map_reduce(lambda b: 1.0, active=np.zeros(67, dtype=bool)) is None
-    assert sched.map_reduce(lambda b: 1.0, active=np.zeros(67, dtype=bool), init=0.5) == 0.5
-
-
-def test_partials_are_not_modified():
-    s = store()
-    keep = []
-
-    def func(block):
-        keep.append(np.full(3, float(block.id)))
-        return keep[-1]
-
-    total = PassScheduler(s).map_reduce(func, order="random")
-    np.testing.assert_array_equal(total, np.full(3, float(sum(range(67)))))
-    for arr in keep:
-        assert np.all(arr == arr[0]) and arr[0] in range(67)
-    assert sorted(arr[0] for arr in keep) == list(range(67))
-
-
-def test_mismatched_partials_raise():
+    def fold(total, part):
+        seen.append(int(part[0]))
     sched = PassScheduler(store())
-    with pytest.raises(TypeError, match="every partial must have the structure"):
-        sched.map_reduce(lambda b: (1.0, 2.0) if b.id else {"a": 1.0})
+    sched.map_reduce(lambda b, v, a, acc: acc["p"].__setitem__(0, b.id * 10 + b.position),
+                     order=[5, 3, 5, 1],
+                     acc={"p": Accumulator(1, fold, per_block=True, init=0.0)})
+    assert seen == [13, 31, 50, 52]
+
+
+def test_accumulator_ops_and_empty_sweeps():
+    sched = PassScheduler(store())
+    r = sched.map_reduce(lambda b, v, a, acc: (acc["rows"].__iadd__(b.n_rows),
+                                               acc["most"].__setitem__((), max(acc["most"],
+                                                                               b.n_rows))),
+                         acc={"rows": Accumulator(()), "most": Accumulator((), "max")},
+                         order="random")
+    assert r["rows"] == 600 and r["most"] == 9
+    assert sched.map_reduce(lambda b, *_: None) == {}
+    r = sched.map_reduce(lambda b, v, a, acc: None, active=np.zeros(67, dtype=bool),
+                         acc={"s": Accumulator(2), "m": Accumulator(2, "min")})
+    np.testing.assert_array_equal(r["s"], [0, 0])
+    np.testing.assert_array_equal(r["m"], [np.inf, np.inf])
+
+
+def test_accumulator_specs_are_checked():
+    from streamsvm.exceptions import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match="'op'"):
+        Accumulator(3, "mean")
+    with pytest.raises(InvalidParameterError, match="needs 'init'"):
+        Accumulator(3, lambda t, p: None)
+    with pytest.raises(InvalidParameterError, match="Accumulator"):
+        PassScheduler(store()).map_reduce(lambda *a: None, acc={"x": np.zeros(3)})

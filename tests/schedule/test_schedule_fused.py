@@ -11,9 +11,8 @@ import pytest
 from numba import njit
 
 from streamsvm.io import InMemoryStore
-from streamsvm.kernels import (csr_matmat, csr_matvec, csr_matvec_subset, csr_rmatmat_add,
-                               csr_rmatvec_subset_add, row_dot)
-from streamsvm.schedule import PassScheduler
+from streamsvm.kernels import csr_matmat, csr_matvec, csr_rmatmat_add, csr_rmatvec_add, row_dot
+from streamsvm.schedule import Accumulator, PassScheduler
 
 from .helpers import a9a_problem, random_problem
 
@@ -47,12 +46,12 @@ def sq_hinge_coef(y, margins, C, out_coef):
 
 
 @njit(cache=True, nogil=True)
-def sq_hinge_trials(indptr, indices, data, y, d, margins, steps, C, out_xd, out_losses):
+def sq_hinge_trials(X, y, d, margins, steps, C, out_xd, out_losses):
     """Squared-hinge loss at ``w + s d`` for every trial step ``s``, from cached ``margins = Xw``.
 
     Parameters
     ----------
-    indptr, indices, data : CSR arrays of the block
+    X : CSR tuple of the block
     y, margins : ndarray of shape (n_rows,)
     d : ndarray of shape (n_features,)
     steps : ndarray of shape (n_steps,)
@@ -63,7 +62,7 @@ def sq_hinge_trials(indptr, indices, data, y, d, margins, steps, C, out_xd, out_
         The losses are added to it.
     """
     for i in range(y.shape[0]):
-        xd = row_dot(indptr, indices, data, i, d)
+        xd = row_dot(X, False, i, d, 0)
         out_xd[i] = xd
         for s in range(steps.shape[0]):
             z = 1.0 - y[i] * (margins[i] + steps[s] * xd)
@@ -82,25 +81,44 @@ def sq_hinge_reference(X, y, w, v):
     return f, g, hv, int(active.sum())
 
 
+def _fused(block, views, args, acc):
+    """Loss, gradient and active-set Hessian-vector product of one block (a map_reduce
+    kernel: the scheduler owns the d-vector accumulators, one per worker)."""
+    (m,), (w, v) = views, args
+    X = (block.indptr, block.indices, block.data)
+    csr_matvec(X, w, m)
+    coef = np.empty(block.n_rows)
+    acc["loss"] += sq_hinge_coef(block.y, m, C, coef)
+    csr_rmatvec_add(X, coef, acc["g"])
+    xv = np.empty(block.n_rows)
+    csr_matvec(X, v, xv)
+    csr_rmatvec_add(X, np.where(coef != 0.0, 2 * C * xv, 0.0), acc["hv"])
+    acc["n_active"] += np.count_nonzero(coef)
+
+
 def newton_fused_pass(sched, margins, w, v):
     """f, full gradient and active-set Hessian-vector product: one map_reduce pass."""
+    d = sched.n_features
+    r = sched.map_reduce(_fused, args=(w, v), states=(margins,),
+                         acc={"loss": Accumulator((), per_block=True),
+                              "g": Accumulator(d), "hv": Accumulator(d),
+                              "n_active": Accumulator((), per_block=True)})
+    return 0.5 * w @ w + float(r["loss"]), w + r["g"], v + r["hv"], int(r["n_active"])
 
-    def fused(block):
-        m = margins.view(block)
-        csr_matvec(block.indptr, block.indices, block.data, w, m)
-        coef = np.empty(block.n_rows)
-        loss = sq_hinge_coef(block.y, m, C, coef)
-        active = np.flatnonzero(coef)
-        g = np.zeros(sched.n_features)
-        csr_rmatvec_subset_add(block.indptr, block.indices, block.data, active, coef, g)
-        xv = np.zeros(block.n_rows)
-        csr_matvec_subset(block.indptr, block.indices, block.data, active, v, xv)
-        hv = np.zeros(sched.n_features)
-        csr_rmatvec_subset_add(block.indptr, block.indices, block.data, active, 2 * C * xv, hv)
-        return {"loss": loss, "g": g, "hv": hv, "n_active": len(active)}
 
-    r = sched.map_reduce(fused)
-    return 0.5 * w @ w + r["loss"], w + r["g"], v + r["hv"], r["n_active"]
+def _trials(block, views, args, acc):
+    margins, xd = views
+    d, steps = args
+    sq_hinge_trials((block.indptr, block.indices, block.data), block.y, d[:, None], margins,
+                    steps, C, xd, acc["losses"])
+
+
+def _both(block, views, args, acc):
+    XW, V = views
+    (W,) = args
+    X = (block.indptr, block.indices, block.data)
+    csr_matmat(X, W, XW)
+    csr_rmatmat_add(X, V, acc["XtV"])
 
 
 @pytest.fixture(params=["random", "a9a"])
@@ -139,14 +157,9 @@ def test_armijo_trial_steps_in_one_pass_from_cached_margins(problem):
     xd_state = sched.state("xd", np.float64)
     newton_fused_pass(sched, margins, w, d)                       # pass 1 caches Xw
     steps = 0.5 ** np.arange(8)
-
-    def trials(block):
-        losses = np.zeros(len(steps))
-        sq_hinge_trials(block.indptr, block.indices, block.data, block.y, d,
-                        margins.view(block), steps, C, xd_state.view(block), losses)
-        return losses
-
-    losses = sched.map_reduce(trials, order="random")              # pass 2: every trial
+    losses = sched.map_reduce(_trials, args=(d, steps), states=(margins, xd_state),
+                              acc={"losses": Accumulator(len(steps), per_block=True)},
+                              order="random")["losses"]            # pass 2: every trial
     assert sched.passes == 2.0
     for s, loss in zip(steps, losses):
         expected = C * np.sum(np.maximum(0.0, 1.0 - y * (X @ (w + s * d))) ** 2)
@@ -169,13 +182,9 @@ def test_multi_model_pass(memory):
     V_state = sched.state("V", np.float64, width=k)
     V_state.load_array(V)
 
-    def both(block):
-        csr_matmat(block.indptr, block.indices, block.data, W, XW.view(block))
-        out = np.zeros((sched.n_features, k))
-        csr_rmatmat_add(block.indptr, block.indices, block.data, V_state.view(block), out)
-        return out
-
-    XtV = sched.map_reduce(both, order="cyclic")
+    XtV = sched.map_reduce(_both, args=(W,), states=(XW, V_state),
+                           acc={"XtV": Accumulator((sched.n_features, k))},
+                           order="cyclic")["XtV"]
     assert XW.spilled == (memory == 0)
     np.testing.assert_allclose(XW.to_array(), X @ W, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(XtV, X.T @ V, rtol=1e-12, atol=1e-12)

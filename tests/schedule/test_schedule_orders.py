@@ -64,7 +64,7 @@ def test_cyclic_alternates_direction(sched):
     assert visited(sched, "cyclic") == list(range(11))
     assert visited(sched, "cyclic") == list(range(10, -1, -1))
     visited(sched, "sequential")                 # other sweeps in between do not count
-    sched.map_reduce(lambda b: None, order="random")
+    sched.map_reduce(lambda b, *_: None, order="random")
     assert visited(sched, "cyclic") == list(range(11))
     assert visited(sched, "cyclic") == list(range(10, -1, -1))
     assert sched.cyclic_sweeps == 4 and sched.sweep == 6
@@ -127,7 +127,7 @@ def test_half_the_blocks_is_half_a_pass():
         pass
     assert sched.passes == 0.5
     active = np.arange(10) % 2 == 0
-    sched.map_reduce(lambda b: None, order="random", active=active)
+    sched.map_reduce(lambda b, *_: None, order="random", active=active)
     assert sched.passes == 1.0
 
 

@@ -75,9 +75,9 @@ def test_invalid_orders(order):
 def test_invalid_active_mask(active):
     sched = PassScheduler(random_store()[0])
     with pytest.raises(InvalidParameterError, match="'active' parameter"):
-        sched.map_reduce(lambda b: 1.0, active=active)
+        sched.map_reduce(lambda b, *_: None, active=active)
 
 
 def test_map_reduce_needs_callable():
-    with pytest.raises(InvalidParameterError, match="'func' parameter"):
+    with pytest.raises(InvalidParameterError, match="'kernel' parameter"):
         PassScheduler(random_store()[0]).map_reduce(42)

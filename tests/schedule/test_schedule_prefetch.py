@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streamsvm.exceptions import StoreError
-from streamsvm.schedule import PassScheduler
+from streamsvm.schedule import Accumulator, PassScheduler
 
 from .helpers import CountingStore, random_store
 
@@ -101,10 +101,9 @@ def test_abandoned_sweep_stops_its_threads(store, how):
                 if block.id == 5:
                     raise RuntimeError("solver bug")
     elif how == "map_reduce":
-        def func(block):
+        def func(block, views, args, acc):
             if block.id == 4:
                 raise ZeroDivisionError("kernel failed")
-            return 1.0
         with pytest.raises(ZeroDivisionError):
             sched.map_reduce(func)
     else:
@@ -134,7 +133,7 @@ def test_reader_exception_with_split_blocks_names_block_and_chunk(store):
     failing = CountingStore(store, fail_chunk=3)
     sched = PassScheduler(failing, memory=0, prefetch=2, block_rows=4)
     with pytest.raises(StoreError, match=r"block 9 \(chunk 3, rows \[30, 34\)\)"):
-        sched.map_reduce(lambda b: 0.0)
+        sched.map_reduce(lambda b, *_: None)
 
 
 def test_failure_ahead_of_an_abandoned_consumer_is_not_raised(store):
@@ -149,7 +148,7 @@ def test_failure_ahead_of_an_abandoned_consumer_is_not_raised(store):
 
 def test_cached_sweeps_start_no_threads(store):
     sched = PassScheduler(store, memory="1GB", prefetch=4)
-    sched.map_reduce(lambda b: None)
+    sched.map_reduce(lambda b, *_: None)
     baseline = threading.active_count()
     counts = []
     for block in sched.blocks("random"):
@@ -157,9 +156,14 @@ def test_cached_sweeps_start_no_threads(store):
     assert set(counts) == {baseline} and sched.cache_hits == 20
 
 
+def _sq_sum(block, views, args, acc):
+    acc["s"] += block.data.astype(np.float64) @ block.data
+
+
 def test_results_do_not_depend_on_prefetch(store):
     out = []
     for prefetch in (0, 1, 5):
         sched = PassScheduler(CountingStore(store, delay=0.001), memory=0, prefetch=prefetch)
-        out.append(sched.map_reduce(lambda b: b.data.astype(np.float64) @ b.data, order="random"))
+        out.append(float(sched.map_reduce(_sq_sum, order="random",
+                                          acc={"s": Accumulator((), per_block=True)})["s"]))
     assert out[0] == out[1] == out[2]

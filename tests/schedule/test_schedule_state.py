@@ -32,7 +32,7 @@ def test_state_values_survive_sweeps(store, memory, tmp_path):
     w = np.arange(11, dtype=np.float64)
     for _ in range(3):
         for block in sched.blocks("random"):
-            csr_matvec(block.indptr, block.indices, block.data, w, margins.view(block))
+            csr_matvec((block.indptr, block.indices, block.data), w, margins.view(block))
             counts.view(block)[:] += 1
     np.testing.assert_allclose(margins.to_array(), X @ w, rtol=1e-12)
     np.testing.assert_array_equal(counts.to_array(), 3)
@@ -113,7 +113,7 @@ def test_state_dict_round_trip_resumes_the_same_orders(store):
     s, _, _ = store
     a = PassScheduler(s, seed=7, block_rows=4)
     for order in ["random", "cyclic", "sequential"]:
-        a.map_reduce(lambda b: None, order=order)
+        a.map_reduce(lambda b, *_: None, order=order)
     saved = json.loads(json.dumps(a.state_dict()))
 
     def future(sched):

@@ -9,20 +9,26 @@ import pytest
 
 from streamsvm.io import InMemoryStore
 from streamsvm.kernels import csr_matvec, csr_rmatvec_add
-from streamsvm.schedule import PassScheduler
+from streamsvm.schedule import Accumulator, PassScheduler
 
 from .helpers import a9a_problem
 
 
+def _grad(block, views, args, acc):
+    (w,) = args
+    X = (block.indptr, block.indices, block.data)
+    m = np.empty(block.n_rows)
+    csr_matvec(X, w, m)
+    z = np.maximum(0.0, 1.0 - block.y * m)
+    acc["loss"] += float(z @ z)
+    csr_rmatvec_add(X, -2.0 * block.y * z, acc["g"])
+
+
 def grad_pass(sched, w):
-    def func(block):
-        m = np.empty(block.n_rows)
-        csr_matvec(block.indptr, block.indices, block.data, w, m)
-        z = np.maximum(0.0, 1.0 - block.y * m)
-        g = np.zeros(sched.n_features)
-        csr_rmatvec_add(block.indptr, block.indices, block.data, -2.0 * block.y * z, g)
-        return float(z @ z), g
-    return sched.map_reduce(func, order="random")
+    r = sched.map_reduce(_grad, args=(w,), order="random",
+                         acc={"loss": Accumulator((), per_block=True),
+                              "g": Accumulator(sched.n_features, per_block=True)})
+    return float(r["loss"]), r["g"]
 
 
 @pytest.mark.parametrize("block_rows", [None, 100])

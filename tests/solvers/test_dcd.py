@@ -103,7 +103,7 @@ def test_memory_budget_invariance(a9a_slice, memory, slab, tmp_path, monkeypatch
     ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
     ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "hinge")
     assert res.converged and ours <= ref * (1 + 1e-4)
-    modes = {h["mode"] for h in res.history}
+    modes = {h["kind"] for h in res.history} - {"check"}
     if not slab:
         assert modes == {"stream"}
     if memory == "1GB":
@@ -278,36 +278,38 @@ def test_estimator_api(a9a_slice, tmp_path):
 def test_streamed_state_is_nine_bytes_a_row(a9a_slice):
     """Only α (float64) and the shrink flag persist per row of a binary problem."""
     from streamsvm.schedule import PassScheduler
+    from streamsvm.solvers._driver import run
     from streamsvm.solvers.dcd import DCDSolver
     X, y = a9a_slice
     sched = PassScheduler(InMemoryStore(X, y, chunk_rows=250), memory="1GB", block_rows=100)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = DCDSolver(loss="hinge", max_passes=2, slab=False).solve(sched)
+        res = run(DCDSolver(loss="hinge", max_passes=2, slab=False), sched)
     assert sched.state_bytes == 9 * X.shape[0]
-    assert {h["mode"] for h in res.history} == {"stream"}
+    assert {h["kind"] for h in res.history} == {"stream", "check"}
 
 
-@pytest.mark.parametrize("memory,slab", [("1GB", True), ("150KB", False)])
-def test_history_times_the_kernels_of_every_sweep(a9a_slice, memory, slab):
-    """``kernel_seconds``: the part of each sweep spent in the numba kernels;
-    ``wait_seconds``: waiting for blocks (the rest is Python); both survive a checkpoint
-    round trip of the history."""
-    from streamsvm.solvers.dcd import _history_from_arrays, _history_to_arrays
+@pytest.mark.parametrize("memory,slab", [("1GB", True), ("250KB", False)])
+def test_history_times_the_kernels_of_every_iteration(a9a_slice, memory, slab, tmp_path,
+                                                      monkeypatch):
+    """``kernel_seconds``: the part of each iteration spent in kernels; ``wait_seconds``:
+    waiting for blocks (the rest is Python); the history survives a checkpoint round trip."""
+    from streamsvm.io import _writer
+    from streamsvm.solvers._driver import HISTORY_KEYS, _history_from_arrays, _history_to_arrays
     X, y = a9a_slice
-    _, res = _fit(X, y, memory=memory, slab=slab, tol=1e-3)
+    monkeypatch.setattr(_writer, "INNER_ELEMS", 4096)
+    store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=250, dtype="float64")
+    _, res = _fit(X, y, store=store, memory=memory, slab=slab, tol=1e-3)
     h = res.history
-    assert all(0 < e["kernel_seconds"] <= e["sweep_seconds"] for e in h)
-    assert all(e["kernel_seconds"] + e["wait_seconds"] <= e["sweep_seconds"] for e in h)
-    assert all(e["wait_seconds"] == 0 for e in h if e["mode"] == "slab")
-    assert any(e["wait_seconds"] > 0 for e in h) == (memory == "150KB")
-    back = _history_from_arrays(_history_to_arrays(h))
-    for key in ("kernel_seconds", "wait_seconds"):
-        assert [e[key] for e in back] == [e[key] for e in h]
-    # a history saved before the fields existed still loads
-    old = {k: v for k, v in _history_to_arrays(h).items()
-           if k not in ("history.kernel_seconds", "history.wait_seconds")}
-    assert "kernel_seconds" not in _history_from_arrays(old)[0]
+    assert all(tuple(e) == HISTORY_KEYS for e in h)
+    assert [e["iteration"] for e in h] == list(range(1, len(h) + 1))
+    spans = np.diff([0.0] + [e["seconds"] for e in h])
+    assert all(0 < e["kernel_seconds"] and e["kernel_seconds"] + e["wait_seconds"] <= s
+               for e, s in zip(h, spans))
+    assert all(e["wait_seconds"] == 0 for e in h if e["kind"] == "slab")
+    assert any(e["wait_seconds"] > 0 for e in h) == (memory == "250KB")
+    kinds = sorted({e["kind"] for e in h})
+    assert _history_from_arrays(_history_to_arrays(h), kinds) == h
 
 
 def test_store_that_fits_is_read_once_into_ram(a9a_slice, tmp_path):
@@ -315,9 +317,9 @@ def test_store_that_fits_is_read_once_into_ram(a9a_slice, tmp_path):
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=250, dtype="float64")
     _, res = _fit(X, y, store=store, memory="1GB", tol=1e-3)
     h = res.history
-    assert res.converged and h[0]["mode"] == "slab" and h[0]["passes"] == 1.0
+    assert res.converged and h[0]["kind"] == "slab" and h[0]["passes"] == 1.0
     assert h[0]["mb_read"] > 0 and all(e["mb_read"] == 0 for e in h[1:])
-    assert all(e["mode"] == "slab" for e in h)
+    assert all(e["kind"] in ("slab", "check") for e in h)
 
 
 def test_estimated_gap_follows_rows_shrunk_at_the_bound(a9a_slice):
@@ -338,17 +340,18 @@ def test_streamed_block_order_pairs_chunks_and_keeps_storage_order(a9a_slice):
     """Each pass: chunks in new random pairs whose blocks alternate; inside a chunk the
     blocks run in storage order, forwards or backwards at random (neighbouring blocks
     share the store's inner chunks)."""
-    from streamsvm.schedule import PassScheduler
-    from streamsvm.solvers.dcd import DCDSolver, _Run
+    from streamsvm.schedule import PassScheduler, chunk_groups
     X, y = a9a_slice
     sched = PassScheduler(InMemoryStore(X, y, chunk_rows=300), memory="1GB", block_rows=60)
-    run = _Run(DCDSolver(slab=False), sched)
     chunk_of = sched.block_chunks
     mask = np.ones(sched.n_blocks, dtype=bool)
     mask[[3, 17]] = False                       # blocks with no active row are skipped
+
+    def order(p):
+        return chunk_groups(chunk_of, np.flatnonzero(mask), 2, sched.rng(p, 0))
     orders, pairings, starts = [], set(), set()
     for p in range(6):
-        ids = run._block_order(mask, sched.rng(p, 0)).tolist()
+        ids = order(p).tolist()
         assert sorted(ids) == np.flatnonzero(mask).tolist()
         orders.append(tuple(ids))
         seq = [int(chunk_of[b]) for b in ids]
@@ -376,4 +379,4 @@ def test_streamed_block_order_pairs_chunks_and_keeps_storage_order(a9a_slice):
             starts.add((c, mine[0], mine == forward))
     assert len(set(orders)) == 6 and len(pairings) > 1
     assert len(starts) > 10                     # both directions, for several chunks
-    assert run._block_order(mask, sched.rng(0, 0)).tolist() == list(orders[0])
+    assert order(0).tolist() == list(orders[0])

@@ -322,10 +322,8 @@ def _fixture_runs():
         {"role": "reference", "label": "tol=1e-06", "fit_seconds": 3.0, "passes": 40.0,
          "primal": 100.0, "solver_dual": 99.999}],
         cli={"rc": 0, "wall_s": 2.0, "peak_rss_mb": 150.0, "summary": {"passes": 10}},
-        history=[{"passes": 1.0, "seconds": 0.1, "gap": 0.5, "exact": False, "mode": "stream",
-                  "sweep_seconds": 0.1},
-                 {"passes": 3.0, "seconds": 0.4, "gap": 1e-4, "exact": True, "mode": "stream",
-                  "sweep_seconds": 0.3}])
+        history=[{"passes": 1.0, "seconds": 0.1, "gap": 0.5, "exact": False, "kind": "stream"},
+                 {"passes": 3.0, "seconds": 0.4, "gap": 1e-4, "exact": True, "kind": "check"}])
     ll = _run("liblinear-s3", "liblinear", [
         {"role": "ladder", "label": "-e 0.1", "fit_seconds": 0.2, "passes": 30.0,
          "passes_kind": "upper bound", "primal": 102.0, "default": True},
@@ -385,13 +383,13 @@ def _ooc_results(hist, fit_seconds, passes, io):
 
 
 def test_pass_times_and_targets():
-    hist = [{"passes": 1.0, "sweep_seconds": 2.0, "mode": "stream", "exact": False},
-            {"passes": 2.0, "sweep_seconds": 1.0, "mode": "stream", "exact": False},
-            {"passes": 2.5, "sweep_seconds": 0.1, "mode": "slab", "exact": False},
-            {"passes": 4.5, "sweep_seconds": 3.0, "mode": "stream", "exact": True}]
+    hist = [{"passes": 1.0, "seconds": 2.0, "kind": "stream", "exact": False},
+            {"passes": 2.0, "seconds": 3.0, "kind": "stream", "exact": False},
+            {"passes": 2.5, "seconds": 3.1, "kind": "slab", "exact": False},
+            {"passes": 4.5, "seconds": 6.1, "kind": "check", "exact": True}]
     pt = bench.pass_times(hist)
-    assert pt["first_sweep_s"] == 2.0 and pt["stream_s_per_pass"] == 1.5
-    assert pt["exact_s_per_pass"] == 1.5 and pt["stream_sweeps"] == 2
+    assert pt["first_sweep_s"] == 2.0 and pt["stream_s_per_pass"] == pytest.approx(1.5)
+    assert pt["exact_s_per_pass"] == pytest.approx(1.5) and pt["stream_sweeps"] == 2
     t = bench.dcd_targets(_ooc_results(hist, 9.0, 4.5, {"floor_s": 1.0,
                                                        "one_reader_pass_s": 1.2}))
     rss = next(v for v in t if "RSS" in v["target"])
@@ -406,9 +404,9 @@ def test_pass_times_and_targets():
 
 
 def test_pass_bound_from_kernel_and_decompression_seconds():
-    hist = [{"passes": 1.0, "sweep_seconds": 2.0, "kernel_seconds": 1.5, "mode": "stream",
+    hist = [{"passes": 1.0, "seconds": 2.0, "kernel_seconds": 1.5, "kind": "stream",
              "exact": False},
-            {"passes": 3.0, "sweep_seconds": 2.0, "kernel_seconds": 0.4, "mode": "stream",
+            {"passes": 3.0, "seconds": 4.0, "kernel_seconds": 0.4, "kind": "stream",
              "exact": False}]
     pt = bench.pass_times(hist)
     assert pt["first_kernel_s"] == 1.5 and pt["stream_kernel_s_per_pass"] == pytest.approx(0.85)
@@ -439,10 +437,10 @@ def test_run_child_reports_the_anonymous_and_file_backed_split(tmp_path):
 
 
 def test_pass_times_of_disk_slab_sweeps():
-    hist = [{"passes": 1.0, "sweep_seconds": 2.0, "mode": "stream", "exact": False},
-            {"passes": 1.2, "sweep_seconds": 0.3, "mode": "disk", "exact": False},
-            {"passes": 1.3, "sweep_seconds": 0.1, "mode": "disk", "exact": False},
-            {"passes": 2.5, "sweep_seconds": 2.4, "mode": "disk", "exact": True}]
+    hist = [{"passes": 1.0, "seconds": 2.0, "kind": "stream", "exact": False},
+            {"passes": 1.2, "seconds": 2.3, "kind": "disk", "exact": False},
+            {"passes": 1.3, "seconds": 2.4, "kind": "disk", "exact": False},
+            {"passes": 2.5, "seconds": 4.8, "kind": "check", "exact": True}]
     pt = bench.pass_times(hist)
     assert pt["disk_sweeps"] == 2 and pt["disk_sweep_s"] == pytest.approx(0.2)
     assert pt["disk_s_per_pass"] == pytest.approx(1.25)
