@@ -54,6 +54,7 @@ from ..kernels._dcd import dcd_check, dcd_estimate, dcd_slab_epochs, dcd_sweep, 
 from ..problem import LOSSES, Problem
 from ..schedule import Accumulator
 from ._base import COMMON_PARAMS, Param, Solver, register
+from ._dcd_classes import PerClass
 
 __all__ = ["DCDSolver"]
 
@@ -120,6 +121,7 @@ class DCDSolver(Solver):
         self.slab_version = 0                   # the RAM slab they belong to
         self.slab_margins, self.slab_active = False, 0
         self.work = np.empty(0, dtype=np.int64)
+        self.per_class = None                   # one-vs-rest in RAM: class by class
         if self.slab and self.rows.fits_ram():  # the whole store fits: read it at once
             self.rows.collect_to = "ram"
 
@@ -139,6 +141,17 @@ class DCDSolver(Solver):
             self._new_slab()
         self.cert_fresh = False
         kind = {"store": "stream", "disk": "disk", "ram": "slab"}[rows.where]
+        if kind == "slab" and self.k > 1 and rows.ram_full:
+            self.per_class = self.per_class or PerClass(self)
+            out = self.per_class.step(sched)
+            if out is None:                     # every class ready: check them all
+                self.pending = (bool(self.per_class.by_gap.any()),
+                                bool(self.per_class.by_pg.any()))
+                return self._check(sched)
+            self.epochs += out[0]
+            self.cert_fresh = True              # each class's estimate, from its epochs
+            primal, dual = self._objectives()
+            return self._entry(kind, primal, dual, _rel_gap(primal, dual), False)
         if kind == "slab":
             epochs, spread = self._slab_epochs(sched, pg)
         else:
@@ -243,7 +256,9 @@ class DCDSolver(Solver):
         self.cert[:, 0], self.cert[:, 1] = primal, dual         # exact at this w
         self.cert_fresh = True
         gap = _rel_gap(primal, dual)
-        if gap.max() > self.tol:
+        if self.per_class is not None and rows.ram_full:
+            self.per_class.after_check(gap, sched, base)
+        elif gap.max() > self.tol:
             if rows.where in ("store", "disk"):
                 rows.plan()
             if by_pg:       # LIBLINEAR's test fired too early: tighten it
@@ -332,7 +347,9 @@ class DCDSolver(Solver):
         arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
         if self.rows.ram is not None:
             arrays["slab.margin"] = self.margin
-        meta = {"version": _STATE_VERSION, "epochs": self.epochs, "eps_pg": self.eps_pg,
+        per_class = self.per_class.state_dict() if self.per_class is not None else ({}, None)
+        arrays.update(per_class[0])
+        meta = {"per_class": per_class[1],"version": _STATE_VERSION, "epochs": self.epochs, "eps_pg": self.eps_pg,
                 "gap_trigger": self.gap_trigger, "check_due": self.check_due,
                 "check_misses": self.check_misses,
                 "pending": None if self.pending is None else list(self.pending),
@@ -355,6 +372,9 @@ class DCDSolver(Solver):
         self.pending = tuple(meta["pending"]) if meta["pending"] is not None else None
         self.rows.load_state_dict({k[5:]: v for k, v in arrays.items() if k.startswith("rows.")},
                                   meta["rows"])
+        if meta["per_class"] is not None:
+            self.per_class = PerClass(self)
+            self.per_class.load_state_dict(arrays, meta["per_class"])
         if self.rows.ram is not None:
             self._new_slab()
             self.margin[...] = arrays["slab.margin"]

@@ -1,0 +1,112 @@
+"""dcd's one-vs-rest in memory: class by class, each with its own shrinking (LIBLINEAR's way).
+
+Sharing each read of a row among all classes pays when rows come from the store: one read
+serves every model. When the whole store is in RAM there is no read to share, and the
+shared visit costs: a row stays in the visit list while any class is still active on it,
+every class's threshold and stopping test is the slowest class's, and the k weight columns
+of a row's features sit side by side in memory where one class uses one. So with every row
+in the RAM slab and more than one class, dcd runs LIBLINEAR's epochs one class at a time on
+contiguous copies of that class's columns (its α, shrink flags, margins and weights), each
+class with its own ε, its own shrinking thresholds and its own schedule of exact checks, and
+checks all classes exactly (one pass over the slab) once each one's estimate is ready.
+Visits count as passes at one k-th each (a class's epoch reads every row for one model).
+Measured with ``python tools/bench.py --suite quick`` (BENCHMARKS.md, one-vs-rest in
+memory).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels._dcd import dcd_slab_epochs
+
+__all__ = ["PerClass"]
+
+
+class PerClass:
+    """The per-class state and epochs of a :class:`~streamsvm.solvers.dcd.DCDSolver` whose
+    RAM slab holds every row (module doc)."""
+
+    FIELDS = ("eps", "due", "misses", "ready", "by_gap", "by_pg")
+
+    def __init__(self, solver):
+        k = solver.k
+        self.s = solver
+        self.eps = np.full(k, 0.1)                 # LIBLINEAR's default ε, per class
+        self.due = np.zeros(k, dtype=np.int64)     # rows_visited before an estimate-driven check
+        self.misses = np.zeros(k, dtype=np.int64)
+        self.ready = np.zeros(k, dtype=bool)       # waiting for the exact check
+        self.by_gap = np.zeros(k, dtype=bool)
+        self.by_pg = np.zeros(k, dtype=bool)
+        self.visits = 0                            # row visits not yet counted as passes
+
+    def step(self, sched):
+        """Epochs of the first class not ready for the check; ``(spread, class)``, or None
+        when every class is ready."""
+        waiting = np.flatnonzero(~self.ready)
+        if len(waiting) == 0:
+            return None
+        c = int(waiting[0])
+        s, sl = self.s, self.s.rows.ram
+        col = slice(c, c + 1)
+        alpha, active = (np.ascontiguousarray(sl.local[n][:, col]) for n in
+                         ("dcd.alpha", "dcd.active"))
+        margin = np.ascontiguousarray(s.margin[:, col])
+        model = (np.ascontiguousarray(s.W[:, col]), s.wb[col].copy(),
+                 np.ascontiguousarray(s.zu[:, col]), s.zs[col].copy())
+        pos, Cp, Cn, l2, B = s.prob
+        shrink = (s.shrink[0][col].copy(), s.shrink[1][col].copy())
+        pg, cert, info = np.zeros((1, 3)), np.zeros((1, 2)), np.zeros(5)
+        rng_state = sched.rng(s.epochs, 1, c + 1).integers(2**63, size=1, dtype=np.uint64)
+        control = (s.shrinking, self._visits_per_call(sl), float(self.eps[c]), s.tol,
+                   int(self.due[c]) - sched.rows_visited)
+        sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, s.qd, (alpha, active, margin), model,
+                  (pos[col], Cp[col], Cn[col], l2, B), shrink, control, rng_state,
+                  (np.empty(sl.n_rows, np.int64), np.empty((1, 3))), (pg, cert, info))
+        sl.local["dcd.alpha"][:, col] = alpha
+        sl.local["dcd.active"][:, col] = active
+        s.margin[:, col] = margin
+        s.W[:, col], s.wb[col], s.zu[:, col], s.zs[col] = model
+        s.shrink[0][col], s.shrink[1][col] = shrink
+        s.cert[c] = cert[0]
+        self.visits += int(info[1])
+        sched.count_rows(self.visits // s.k)
+        self.visits %= s.k
+        if info[3]:                # every row shrunk for this class: un-shrink it
+            sl.local["dcd.active"][:, col] = 1
+            s.shrink[0][col], s.shrink[1][col] = np.inf, -np.inf
+            s.zu[:, col], s.zs[col] = 0.0, 0.0
+        spread = float(info[2]) if info[0] else -np.inf
+        gap = (cert[0, 0] - cert[0, 1]) / max(abs(cert[0, 0]), 1e-300)
+        self.by_gap[c] = gap <= s.tol and sched.rows_visited >= self.due[c]
+        self.by_pg[c] = spread <= self.eps[c]
+        self.ready[c] = self.by_gap[c] or self.by_pg[c]
+        return max(1, int(info[0])), spread
+
+    WORK_PER_CALL = 8_000_000
+    """Row entries a kernel call visits at least (about 10 ms): on small data one pass of
+    visits per call left Python's per-call overhead larger than the epochs themselves."""
+
+    def _visits_per_call(self, sl) -> int:
+        per_row = 1 + len(sl.X[1]) // max(1, sl.n_rows)
+        return max(1, sl.n_rows, self.WORK_PER_CALL // per_row)
+
+    def after_check(self, gap: np.ndarray, sched, base: int) -> None:
+        """The exact check's gaps per class: the classes above ``tol`` go on, with a
+        tighter ε (LIBLINEAR's test fired too early) or wider spacing of their checks (the
+        estimate was optimistic)."""
+        for c in np.flatnonzero(gap > self.s.tol):
+            if self.by_pg[c]:
+                self.eps[c] = max(self.eps[c] * 0.1, 1e-12)
+            if self.by_gap[c]:
+                self.misses[c] = min(self.misses[c] + 1, 2)
+            self.due[c] = sched.rows_visited + base * 2 ** int(self.misses[c])
+            self.ready[c] = self.by_gap[c] = self.by_pg[c] = False
+
+    def state_dict(self) -> tuple[dict, dict]:
+        return {f"per_class.{n}": getattr(self, n) for n in self.FIELDS}, {"visits": self.visits}
+
+    def load_state_dict(self, arrays: dict, meta: dict) -> None:
+        for n in self.FIELDS:
+            getattr(self, n)[...] = arrays[f"per_class.{n}"]
+        self.visits = int(meta["visits"])
