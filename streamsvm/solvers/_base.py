@@ -259,14 +259,23 @@ class Solver(abc.ABC):
         """An exact certificate of the current model (at ``max_passes``, when the last
         iteration's was an estimate): an iteration dict as :meth:`step`'s."""
 
-    @abc.abstractmethod
+    #: Attributes a checkpoint holds: arrays (restored in place) and JSON-able values.
+    state_arrays: tuple = ()
+    state_values: tuple = ()
+
     def state_dict(self) -> tuple[dict, dict]:
         """``(arrays, meta)``: everything to continue bit for bit (the scheduler's states
-        and counters are saved by the driver)."""
+        and counters are saved by the driver); by default :attr:`state_arrays` and
+        :attr:`state_values`."""
+        return ({n: getattr(self, n) for n in self.state_arrays},
+                {n: getattr(self, n) for n in self.state_values})
 
-    @abc.abstractmethod
     def load_state_dict(self, arrays: dict, meta: dict) -> None:
         """Restore :meth:`state_dict` (after :meth:`start`)."""
+        for n in self.state_arrays:
+            getattr(self, n)[...] = arrays[n]
+        for n in self.state_values:
+            setattr(self, n, meta[n])
 
     @abc.abstractmethod
     def coef(self) -> tuple[np.ndarray, np.ndarray]:

@@ -8,8 +8,8 @@ Problem (LIBLINEAR ``-s 3`` / ``-s 1``; spec_003 §1.1–1.3)::
 with the bias ``b`` a regularized constant feature of value ``B`` (``bias``; 0 disables
 it). Dual: ``min_α f(α) = ½‖Σ y_i α_i x̄_i‖² + ½ Σ D_i α_i² − Σ α_i`` subject to
 ``0 ≤ α_i ≤ U_i`` (hinge: ``U_i = C_i, D_i = 0``; squared hinge: ``U_i = ∞, D_i = 1/(2C_i)``),
-``w = Σ y_i α_i x_i``. Multiclass data is solved one-vs-rest, every model updated on each
-visit of a row (one read serves all classes).
+``w = Σ y_i α_i x_i``. Multiclass data is solved one-vs-rest: out of core every model is
+updated on each visit of a row (one read serves all classes), in RAM class by class.
 
 Method: Hsieh et al. 2008 as LIBLINEAR 1.92 implements it, not the paper's printed
 Algorithm 2 (spec_003 §1.9), with LIBLINEAR's shrinking per row (the thresholds of the
@@ -49,16 +49,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels._csr import row_sq_norms
-from ..kernels._dcd import dcd_check, dcd_estimate, dcd_slab_epochs, dcd_sweep, dcd_terms_add
+from ..kernels._dcd import dcd_check, dcd_estimate, dcd_sweep, dcd_terms_add
 from ..problem import LOSSES, Problem
 from ..schedule import Accumulator
 from ._base import COMMON_PARAMS, Param, Solver, register
-from ._dcd_classes import PerClass
+from ._dcd_ram import PerClass, RamSlab
 
 __all__ = ["DCDSolver"]
 
-_STATE_VERSION = 4
+_STATE_VERSION = 5
 
 
 @register("dcd")
@@ -109,17 +108,16 @@ class DCDSolver(Solver):
         self.rows = sched.resident_rows(
             self.active, (self.alpha, self.active), extra_row_bytes=8 + 4 + 4 + 8 + 13 * k,
             fixed_bytes=self.W.nbytes + self.zu.nbytes, ram=self.slab, disk=self.disk_slab)
-        self.shrink = (np.full(k, np.inf), np.full(k, -np.inf))
+        self.pgmax_old, self.pgmin_old = np.full(k, np.inf), np.full(k, -np.inf)
+        self.shrink = (self.pgmax_old, self.pgmin_old)
         self.cert = np.zeros((k, 2))
         self.cert_fresh = False
         self.terms = np.full((k, 3), np.nan)    # Σ over active pairs (NaN: unknown)
         self.eps_pg = 0.1                       # LIBLINEAR's default dual stopping tolerance
         self.gap_trigger, self.check_due, self.check_misses = self.tol, 0, 0
-        self.pending = None                     # an exact check asked for: (by_gap, by_pg)
+        self.pending = None                     # an exact check asked for: [by_gap, by_pg]
         self.epochs = 0
-        self.qd = self.margin = None            # the RAM slab's own per-row arrays
-        self.slab_version = 0                   # the RAM slab they belong to
-        self.slab_margins, self.slab_active = False, 0
+        self.ramslab = RamSlab(self)            # the RAM slab's own per-row arrays
         self.work = np.empty(0, dtype=np.int64)
         self.per_class = None                   # one-vs-rest in RAM: class by class
         if self.slab and self.rows.fits_ram():  # the whole store fits: read it at once
@@ -138,22 +136,22 @@ class DCDSolver(Solver):
         rows = self.rows
         if rows.where == "store" and rows.collect_to == "ram" and self.epochs == 0:
             rows.load_all()
-            self._new_slab()
+            self.ramslab.refresh()
         self.cert_fresh = False
         kind = {"store": "stream", "disk": "disk", "ram": "slab"}[rows.where]
         if kind == "slab" and self.k > 1 and rows.ram_full:
             self.per_class = self.per_class or PerClass(self)
             out = self.per_class.step(sched)
             if out is None:                     # every class ready: check them all
-                self.pending = (bool(self.per_class.by_gap.any()),
-                                bool(self.per_class.by_pg.any()))
+                self.pending = [bool(self.per_class.by_gap.any()),
+                                bool(self.per_class.by_pg.any())]
                 return self._check(sched)
             self.epochs += out[0]
             self.cert_fresh = True              # each class's estimate, from its epochs
             primal, dual = self._objectives()
             return self._entry(kind, primal, dual, _rel_gap(primal, dual), False)
         if kind == "slab":
-            epochs, spread = self._slab_epochs(sched, pg)
+            epochs, spread = self.ramslab.epochs(sched, pg)
         else:
             self._sweep(sched, pg)
             epochs, spread = 1, float(np.max(pg[:, 0] - pg[:, 1]))
@@ -164,18 +162,18 @@ class DCDSolver(Solver):
         by_gap = gap.max() <= self.gap_trigger and sched.rows_visited >= self.check_due
         by_pg = spread <= self.eps_pg
         if by_gap or by_pg:
-            self.pending = (bool(by_gap), bool(by_pg))
+            self.pending = [bool(by_gap), bool(by_pg)]
         elif rows.where in ("store", "disk"):
             rows.plan()
         return self._entry(kind, primal, dual, gap, False)
 
     def final_check(self, sched) -> dict:
         if self.pending is None:
-            self.pending = (False, False)
+            self.pending = [False, False]
         return self._check(sched)
 
     def _entry(self, kind, primal, dual, gap, exact) -> dict:
-        active = self.slab_active if self.rows.ram is not None else self.rows.kept()[0]
+        active = self.ramslab.active if self.rows.ram is not None else self.rows.kept()[0]
         return {"kind": kind, "primal": primal.sum(), "dual": dual.sum(), "gap": gap.max(),
                 "exact": exact, "active": active}
 
@@ -184,7 +182,7 @@ class DCDSolver(Solver):
         blocks at a time with their rows interleaved."""
         rows = self.rows
         if not (rows.disk.block_rows if rows.where == "disk" else rows.block_rows).any():
-            self._unshrink()        # everything shrunk: un-shrink (LIBLINEAR does the same)
+            self.unshrink()        # everything shrunk: un-shrink (LIBLINEAR does the same)
         self.terms[:] = 0.0         # summed over the visited rows (unvisited ones are shrunk)
         for g in sched.groups(rows, 2, epoch=self.epochs, states=(self.alpha, self.active)):
             blocks, views = g.blocks * 2 if len(g.blocks) == 1 else g.blocks, g.views
@@ -195,24 +193,7 @@ class DCDSolver(Solver):
                       tuple(b.y for b in blocks), views * 2 if len(views) == 1 else views,
                       len(g.blocks), self.unit, self.model, self.prob, self.shrink,
                       (pg, self.terms), np.array([g.seed], dtype=np.uint64), self.work)
-        self._new_slab()
-
-    def _slab_epochs(self, sched, pg):
-        """In-memory epochs on the RAM slab until half a pass of visits (one kernel call)."""
-        sl = self.rows.ram
-        info = np.zeros(5)
-        rng_state = sched.rng(self.epochs, 1).integers(2**63, size=1, dtype=np.uint64)
-        control = (self.shrinking, max(1, sched.n_rows), self.eps_pg, self.gap_trigger,
-                   self.check_due - sched.rows_visited)
-        sched.run(dcd_slab_epochs, sl.X, self.unit, sl.y, self.qd, self._slab_duals(),
-                  self.model, self.prob, self.shrink, control, rng_state,
-                  (np.empty(sl.n_rows, np.int64), np.empty((self.k, 3))), (pg, self.cert, info))
-        sched.count_rows(int(info[1]))
-        self.slab_active = int(info[4])
-        self.cert_fresh = self.slab_margins = True
-        if info[3]:                # everything shrunk: un-shrink (LIBLINEAR does the same)
-            self._unshrink()
-        return max(1, int(info[0])), float(info[2]) if info[0] else -np.inf
+        self.ramslab.refresh()
 
     # -- the exact check ------------------------------------------------------------------
     def _check(self, sched) -> dict:
@@ -229,12 +210,12 @@ class DCDSolver(Solver):
         stats = _new_stats(k)
         if rows.ram_full:
             sl = rows.ram
-            sched.run(dcd_check, sl.X, self.unit, sl.y, self._slab_duals()[:2], self.model,
+            sched.run(dcd_check, sl.X, self.unit, sl.y, self.ramslab.duals()[:2], self.model,
                       self.prob, (self.terms, stats))
             sched.count_rows(sched.n_rows)
-            self.slab_active = int(sl.local["dcd.active"].any(axis=1).sum())
+            self.ramslab.active = int(sl.local["dcd.active"].any(axis=1).sum())
         else:
-            self._leave_slab()
+            self.ramslab.leave()
             rows.plan_full_pass()
             self.terms[:] = 0.0
             res = sched.map_reduce(
@@ -248,7 +229,7 @@ class DCDSolver(Solver):
             stats = res["stats"]
             reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
             sched.finish_collect(install=_rel_gap(reg + stats[:, 2], dual).max() > self.tol)
-            self._new_slab()
+            self.ramslab.refresh()
         base = sched.n_rows // 2 if rows.ram_full else 2 * sched.n_rows
         self.check_due = sched.rows_visited + base * 2 ** self.check_misses
         reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
@@ -273,9 +254,9 @@ class DCDSolver(Solver):
         last visit of the active rows, the shrunk rows through ``zu``/``zs``."""
         if not self.cert_fresh:
             t = self.terms                      # summed by the last sweep or check
-            if self.rows.ram is not None and self.slab_margins:
+            if self.rows.ram is not None and self.ramslab.margins:
                 t = np.zeros((self.k, 3))       # the rows outside the slab are all shrunk
-                dcd_terms_add(self.rows.ram.y, self._slab_duals(), self.prob, t)
+                dcd_terms_add(self.rows.ram.y, self.ramslab.duals(), self.prob, t)
             dcd_estimate(self.model, t, self.cert)
             self.cert_fresh = True
         return self.cert[:, 0].copy(), self.cert[:, 1].copy()
@@ -288,7 +269,7 @@ class DCDSolver(Solver):
         if not self.shrinking:
             hi[:], lo[:] = np.inf, -np.inf
 
-    def _unshrink(self) -> None:
+    def unshrink(self) -> None:
         """Every row active again (inside the RAM slab when it holds every row)."""
         self.zu[:] = 0.0
         self.zs[:] = 0.0
@@ -296,43 +277,16 @@ class DCDSolver(Solver):
         self.shrink[0][:], self.shrink[1][:] = np.inf, -np.inf
         if self.rows.ram_full:
             self.rows.ram.local["dcd.active"][:] = 1
-            self.slab_active = self.rows.ram.n_rows
+            self.ramslab.active = self.rows.ram.n_rows
             return
-        self._leave_slab()
+        self.ramslab.leave()
         self.rows.reset()
         self.active.fill(1)
         self.terms[:] = np.nan         # known again after the next sweep
 
-    # -- the RAM slab -------------------------------------------------------------------
-    def _slab_duals(self):
-        local = self.rows.ram.local
-        return local["dcd.alpha"], local["dcd.active"], self.margin
-
-    def _new_slab(self) -> None:
-        """The RAM slab's own arrays, when the scheduler just installed one."""
-        sl = self.rows.ram
-        if sl is None or self.slab_version == self.rows.ram_version:
-            return
-        self.qd = np.empty(sl.n_rows, np.float32)
-        row_sq_norms(sl.X, float(self.bias) ** 2, self.qd)
-        self.margin = np.zeros((sl.n_rows, self.k), np.float32)
-        self.slab_version = self.rows.ram_version
-        self.slab_margins, self.slab_active = False, sl.n_rows
-
-    def _leave_slab(self) -> None:
-        """The slab's state back to the scheduler's states (its certificate terms first)."""
-        if self.rows.ram is None:
-            return
-        if self.slab_margins:           # else terms still holds the sweep's sums
-            self.terms[:] = 0.0         # the rows outside the slab are all shrunk
-            dcd_terms_add(self.rows.ram.y, self._slab_duals(), self.prob, self.terms)
-        self.rows.leave_ram()
-        self.qd = self.margin = None
-        self.slab_version = 0
-
     # -- results and checkpoints ---------------------------------------------------------
     def coef(self):
-        self._leave_slab()
+        self.ramslab.leave()
         self.rows.close()
         return self.W.T.copy(), self.wb * self.bias
 
@@ -340,21 +294,21 @@ class DCDSolver(Solver):
         if hasattr(self, "rows"):           # (start() may have refused the budget)
             self.rows.close()
 
+    state_arrays = ("W", "wb", "zu", "zs", "cert", "pgmax_old", "pgmin_old", "terms")
+    state_values = ("epochs", "eps_pg", "gap_trigger", "check_due", "check_misses",
+                    "pending")
+
     def state_dict(self):
-        arrays = {"W": self.W, "wb": self.wb, "zu": self.zu, "zs": self.zs, "cert": self.cert,
-                  "pgmax_old": self.shrink[0], "pgmin_old": self.shrink[1], "terms": self.terms}
-        rows_arrays, rows_meta = self.rows.state_dict()
+        arrays, meta = super().state_dict()
+        rows_arrays, meta["rows"] = self.rows.state_dict()
         arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
         if self.rows.ram is not None:
-            arrays["slab.margin"] = self.margin
-        per_class = self.per_class.state_dict() if self.per_class is not None else ({}, None)
-        arrays.update(per_class[0])
-        meta = {"per_class": per_class[1],"version": _STATE_VERSION, "epochs": self.epochs, "eps_pg": self.eps_pg,
-                "gap_trigger": self.gap_trigger, "check_due": self.check_due,
-                "check_misses": self.check_misses,
-                "pending": None if self.pending is None else list(self.pending),
-                "slab_active": self.slab_active, "slab_margins": self.slab_margins,
-                "rows": rows_meta}
+            slab, meta["slab"] = self.ramslab.state_dict()
+            arrays.update(slab)
+        if self.per_class is not None:
+            per_class, meta["per_class"] = self.per_class.state_dict()
+            arrays.update(per_class)
+        meta["version"] = _STATE_VERSION
         return arrays, meta
 
     def load_state_dict(self, arrays, meta) -> None:
@@ -362,24 +316,14 @@ class DCDSolver(Solver):
         if meta.get("version") != _STATE_VERSION:
             raise CheckpointError(f"dcd checkpoint of version {meta.get('version')!r}; this "
                                   f"streamsvm reads version {_STATE_VERSION}")
-        for name, arr in (("W", self.W), ("wb", self.wb), ("zu", self.zu), ("zs", self.zs),
-                          ("cert", self.cert), ("pgmax_old", self.shrink[0]),
-                          ("pgmin_old", self.shrink[1]), ("terms", self.terms)):
-            arr[...] = arrays[name]
-        self.epochs, self.eps_pg = int(meta["epochs"]), float(meta["eps_pg"])
-        self.gap_trigger = float(meta["gap_trigger"])
-        self.check_due, self.check_misses = int(meta["check_due"]), int(meta["check_misses"])
-        self.pending = tuple(meta["pending"]) if meta["pending"] is not None else None
+        super().load_state_dict(arrays, meta)
         self.rows.load_state_dict({k[5:]: v for k, v in arrays.items() if k.startswith("rows.")},
                                   meta["rows"])
-        if meta["per_class"] is not None:
+        if "per_class" in meta:
             self.per_class = PerClass(self)
             self.per_class.load_state_dict(arrays, meta["per_class"])
         if self.rows.ram is not None:
-            self._new_slab()
-            self.margin[...] = arrays["slab.margin"]
-            self.slab_active = int(meta["slab_active"])
-            self.slab_margins = bool(meta["slab_margins"])
+            self.ramslab.load_state_dict(arrays, meta["slab"])
 
 
 def _rel_gap(primal, dual):

@@ -1,7 +1,8 @@
-"""dcd's one-vs-rest in memory: class by class, each with its own shrinking (LIBLINEAR's way).
+"""dcd's RAM slab: its own per-row arrays, LIBLINEAR's epochs over it, and one-vs-rest
+class by class when it holds every row.
 
-Sharing each read of a row among all classes pays when rows come from the store: one read
-serves every model. When the whole store is in RAM there is no read to share, and the
+One-vs-rest in memory, class by class (LIBLINEAR's way): sharing each read of a row among
+all classes pays when rows come from the store, where one read serves every model. When the whole store is in RAM there is no read to share, and the
 shared visit costs: a row stays in the visit list while any class is still active on it,
 every class's threshold and stopping test is the slowest class's, and the k weight columns
 of a row's features sit side by side in memory where one class uses one. So with every row
@@ -18,9 +19,76 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels._dcd import dcd_slab_epochs
+from ..kernels._csr import row_sq_norms
+from ..kernels._dcd import dcd_slab_epochs, dcd_terms_add
 
-__all__ = ["PerClass"]
+__all__ = ["RamSlab", "PerClass"]
+
+
+class RamSlab:
+    """dcd's own per-row arrays of the scheduler's RAM slab (``‖x̄_i‖²`` and the margins of
+    the last visit) and LIBLINEAR's in-memory epochs over it."""
+
+    def __init__(self, solver):
+        self.s = solver
+        self.qd = self.margin = None
+        self.version = 0            # the scheduler's RAM slab these arrays belong to
+        self.margins = False        # margins recorded since the slab was installed
+        self.active = 0             # rows with an active model
+
+    def duals(self):
+        local = self.s.rows.ram.local
+        return local["dcd.alpha"], local["dcd.active"], self.margin
+
+    def refresh(self) -> None:
+        """New arrays when the scheduler has just installed a slab."""
+        rows = self.s.rows
+        sl = rows.ram
+        if sl is None or self.version == rows.ram_version:
+            return
+        self.qd = np.empty(sl.n_rows, np.float32)
+        row_sq_norms(sl.X, float(self.s.bias) ** 2, self.qd)
+        self.margin = np.zeros((sl.n_rows, self.s.k), np.float32)
+        self.version = rows.ram_version
+        self.margins, self.active = False, sl.n_rows
+
+    def leave(self) -> None:
+        """The slab's state back to the scheduler's states (its certificate terms first)."""
+        s = self.s
+        if s.rows.ram is None:
+            return
+        if self.margins:                # else terms still holds the sweep's sums
+            s.terms[:] = 0.0            # the rows outside the slab are all shrunk
+            dcd_terms_add(s.rows.ram.y, self.duals(), s.prob, s.terms)
+        s.rows.leave_ram()
+        self.qd = self.margin = None
+        self.version = 0
+
+    def epochs(self, sched, pg):
+        """In-memory epochs until half a pass of visits (one kernel call):
+        ``(epochs, PG spread)``."""
+        s, sl = self.s, self.s.rows.ram
+        info = np.zeros(5)
+        rng_state = sched.rng(s.epochs, 1).integers(2**63, size=1, dtype=np.uint64)
+        control = (s.shrinking, max(1, sched.n_rows), s.eps_pg, s.gap_trigger,
+                   s.check_due - sched.rows_visited)
+        sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, self.qd, self.duals(), s.model, s.prob,
+                  s.shrink, control, rng_state,
+                  (np.empty(sl.n_rows, np.int64), np.empty((s.k, 3))), (pg, s.cert, info))
+        sched.count_rows(int(info[1]))
+        self.active = int(info[4])
+        s.cert_fresh = self.margins = True
+        if info[3]:                # everything shrunk: un-shrink (LIBLINEAR does the same)
+            s.unshrink()
+        return max(1, int(info[0])), float(info[2]) if info[0] else -np.inf
+
+    def state_dict(self) -> tuple[dict, dict]:
+        return {"slab.margin": self.margin}, {"active": self.active, "margins": self.margins}
+
+    def load_state_dict(self, arrays: dict, meta: dict) -> None:
+        self.refresh()
+        self.margin[...] = arrays["slab.margin"]
+        self.active, self.margins = meta["active"], meta["margins"]
 
 
 class PerClass:
@@ -51,7 +119,7 @@ class PerClass:
         col = slice(c, c + 1)
         alpha, active = (np.ascontiguousarray(sl.local[n][:, col]) for n in
                          ("dcd.alpha", "dcd.active"))
-        margin = np.ascontiguousarray(s.margin[:, col])
+        margin = np.ascontiguousarray(s.ramslab.margin[:, col])
         model = (np.ascontiguousarray(s.W[:, col]), s.wb[col].copy(),
                  np.ascontiguousarray(s.zu[:, col]), s.zs[col].copy())
         pos, Cp, Cn, l2, B = s.prob
@@ -60,12 +128,13 @@ class PerClass:
         rng_state = sched.rng(s.epochs, 1, c + 1).integers(2**63, size=1, dtype=np.uint64)
         control = (s.shrinking, self._visits_per_call(sl), float(self.eps[c]), s.tol,
                    int(self.due[c]) - sched.rows_visited)
-        sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, s.qd, (alpha, active, margin), model,
+        sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, s.ramslab.qd, (alpha, active, margin),
+                  model,
                   (pos[col], Cp[col], Cn[col], l2, B), shrink, control, rng_state,
                   (np.empty(sl.n_rows, np.int64), np.empty((1, 3))), (pg, cert, info))
         sl.local["dcd.alpha"][:, col] = alpha
         sl.local["dcd.active"][:, col] = active
-        s.margin[:, col] = margin
+        s.ramslab.margin[:, col] = margin
         s.W[:, col], s.wb[col], s.zu[:, col], s.zs[col] = model
         s.shrink[0][col], s.shrink[1][col] = shrink
         s.cert[c] = cert[0]
