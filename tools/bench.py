@@ -914,9 +914,10 @@ if mode in ("runtime", "runtime_pass"):
     part = store.read_rows(0, min(store.n_rows, 2000))
     X = sp.csr_matrix((part.data, part.indices, part.indptr),
                       shape=(part.n_rows, store.n_features))
-    for memory, block_rows in (("1GB", None), ("64KB", 100)):
+    for memory, block_rows, slabs in (("1GB", None, True), ("16MB", 100, False)):
         train(InMemoryStore(X, part.y, chunk_rows=500, dtype=store.dtype),
               memory=memory, block_rows=block_rows, max_passes=3, tol=0.5,
+              slab=slabs, disk_slab=slabs,
               loss=sys.argv[3] if mode == "runtime" and len(sys.argv) > 3 else "hinge")
 if mode in ("scheduler", "runtime_pass"):
     n = store.n_rows
@@ -945,6 +946,7 @@ def io_rss(store_url: str, out_dir: str, budget: int = 0) -> dict:
                       stdout_path=os.path.join(out_dir, f"io-rss-{key}.out"),
                       stderr_path=os.path.join(out_dir, f"io-rss-{key}.err"))
         out[key + "_mb"] = r["peak_rss_mb"] if r["rc"] == 0 else None
+        out[key + "_anon_mb"] = r.get("peak_rss_anon_mb") if r["rc"] == 0 else None
     out["scheduler_budget_bytes"] = int(budget)
     return out
 
@@ -1170,7 +1172,10 @@ def run_suite(cfg: dict, argv: list[str]) -> dict:
         ds = prepare_dataset(spec, cfg["work"], need_vw=_wants(cfg, "vw"))
         ds["prep_total_s"] = time.perf_counter() - t0
         if ds["ooc"]:
-            ds["budget_bytes"] = int(ds["decoded_bytes"] * OOC["budget_fraction"])
+            from streamsvm._units import parse_size
+            ds["budget_bytes"] = (parse_size(cfg["ooc_memory"], "--ooc-memory")
+                                  if cfg.get("ooc_memory")
+                                  else int(ds["decoded_bytes"] * OOC["budget_fraction"]))
             ds["budget"] = str(ds["budget_bytes"])
         res["datasets"].append(dict(ds))
         log(f"{name}: {ds['n_rows']:,} rows, {ds['n_features']:,} features, {ds['task']}, "
@@ -1263,6 +1268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, help="streamsvm tol (relative duality gap)")
     p.add_argument("--memory", default="1GB",
                    help="streamsvm memory budget on in-memory data sets (default 1GB)")
+    p.add_argument("--ooc-memory", default=None, metavar="SIZE",
+                   help="streamsvm memory budget on out-of-core data sets (default: "
+                        f"{OOC['budget_fraction']:g} of the store's decoded bytes)")
     p.add_argument("--readers", type=int, default=None,
                    help="streamsvm reader threads (default: the scheduler's, one fewer than "
                         "the CPUs for a local store)")
@@ -1307,7 +1315,8 @@ def make_config(args) -> dict:
             cfg[k] = getattr(args, k)
     if args.ooc_rows is not None:
         cfg["ooc_rows"] = int(args.ooc_rows)
-    cfg.update(seed=args.seed, memory=args.memory, readers=args.readers, cli=not args.no_cli,
+    cfg.update(seed=args.seed, memory=args.memory, ooc_memory=args.ooc_memory,
+               readers=args.readers, cli=not args.no_cli,
                synthetic_nnz=args.synthetic_nnz, target_gap=TARGET_GAP,
                io_baseline_all=args.io_baseline == "__suite__", ooc=dict(OOC))
     cfg["out"] = os.path.abspath(args.out or os.path.join(ROOT, "bench-out", args.suite))

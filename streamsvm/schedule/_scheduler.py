@@ -32,6 +32,7 @@ import numpy as np
 
 from ..exceptions import CheckpointError, InvalidParameterError
 from ._blocks import Block, BlockLayout
+from ._heap import release_free_heap
 from ._local import LocalBackend, default_readers, reader_bytes
 from ._memory import parse_memory
 from ._orders import (RESIDENT_STREAM, ROW_STREAM, USER_STREAM, chunk_groups, mix64,
@@ -163,6 +164,7 @@ class PassScheduler:
         self._scratch = ScratchDir(scratch_dir)
         self.sweep = 0
         self.reserved = 0
+        self._dropped = 0             # cached bytes dropped since the heap was trimmed
         self.cyclic_sweeps = 0
         self.rows_visited = 0
         self.blocks_visited = 0
@@ -343,8 +345,16 @@ class PassScheduler:
     def reserve(self, nbytes: int) -> None:
         """Reserve ``nbytes`` of the budget for data a solver holds itself (e.g. dcd's RAM
         slab of active rows); cached blocks are dropped until the rest fits. 0 releases."""
+        cached = self._backend.cache.nbytes
         self.reserved = max(0, int(nbytes))
         self._backend.cache.resize(self._cache_capacity())
+        self._dropped += cached - self._backend.cache.nbytes
+        if self._dropped > self.TRIM_AFTER:     # blocks dropped from the cache (_heap doc)
+            release_free_heap()
+            self._dropped = 0
+
+    TRIM_AFTER = 16 * 2**20
+    """Bytes of cached blocks dropped by reservations before the heap is trimmed."""
 
     def scratch_file(self, name: str) -> str:
         """Path of a new empty file in the scheduler's private scratch directory (under
@@ -621,6 +631,7 @@ class PassScheduler:
                                           rank=int(ranks[position]))
         finally:
             blocks.close()
+            release_free_heap()     # the sweep's freed blocks back to the system (_heap doc)
             t0, reads0, hits0, bytes0, rows0 = start
             logger.debug("sweep %d (%s): %d rows, %d store reads (%.1f MB), %d cache hits, "
                          "%.3f s, passes %.3f", sweep, order if isinstance(order, str)
