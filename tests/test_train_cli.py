@@ -211,3 +211,20 @@ def test_s3_end_to_end(s3, tmp_path, capsys):
     assert main(["train", f"{bucket}/dna.zarr", "-o", f"{bucket}/model2.json", "-q",
                  "--checkpoint", f"{bucket}/ckpt", "--resume", *so]) == 0
     assert fs.cat(f"{bucket}/model.json") == fs.cat(f"{bucket}/model2.json")
+
+
+def test_evaluate_prints_each_class_of_a_multiclass_model(tmp_path, capsys):
+    store, model = tmp_path / "dna.zarr", tmp_path / "m.json"
+    convert(str(shared_dataset("dna/dna.scale")), str(store), chunk_rows=1024)
+    assert main(["train", str(store), "-o", str(model), "-q"]) == 0
+    capsys.readouterr()
+    test = str(shared_dataset("dna/dna.scale.t"))
+    assert main(["evaluate", str(model), test, "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert set(ev["per_class"]) == {"1", "2", "3"}
+    assert sum(c["rows"] for c in ev["per_class"].values()) == ev["n_rows"] == 1186
+    assert main(["evaluate", str(model), test]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith(f"accuracy {ev['accuracy']:.4f}")
+    for label, c in ev["per_class"].items():
+        assert f"{label} {c['accuracy']:.4f} ({c['rows']:,})" in text[1]
