@@ -95,7 +95,7 @@ class PerClass:
     """The per-class state and epochs of a :class:`~streamsvm.solvers.dcd.DCDSolver` whose
     RAM slab holds every row (module doc)."""
 
-    FIELDS = ("eps", "due", "misses", "ready", "by_gap", "by_pg")
+    FIELDS = ("eps", "due", "misses", "ready", "by_gap", "by_pg", "spent")
 
     def __init__(self, solver):
         k = solver.k
@@ -106,6 +106,10 @@ class PerClass:
         self.ready = np.zeros(k, dtype=bool)       # waiting for the exact check
         self.by_gap = np.zeros(k, dtype=bool)
         self.by_pg = np.zeros(k, dtype=bool)
+        # row visits of each class since its last check: a class that used its share of
+        # max_passes (max_passes visits per row, LIBLINEAR's per-class max_iter) waits for
+        # the check, so at max_passes every class has had its share, not the first one all
+        self.spent = np.zeros(k, dtype=np.int64)
         self.visits = 0                            # row visits not yet counted as passes
 
     def step(self, sched):
@@ -126,7 +130,9 @@ class PerClass:
         shrink = (s.shrink[0][col].copy(), s.shrink[1][col].copy())
         pg, cert, info = np.zeros((1, 3)), np.zeros((1, 2)), np.zeros(5)
         rng_state = sched.rng(s.epochs, 1, c + 1).integers(2**63, size=1, dtype=np.uint64)
-        control = (s.shrinking, self._visits_per_call(sl), float(self.eps[c]), s.tol,
+        share = float(s.max_passes) * sl.n_rows
+        left = max(1, int(min(self._visits_per_call(sl), share - self.spent[c])))
+        control = (s.shrinking, left, float(self.eps[c]), s.tol,
                    int(self.due[c]) - sched.rows_visited)
         sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, s.ramslab.qd, (alpha, active, margin),
                   model,
@@ -139,6 +145,7 @@ class PerClass:
         s.shrink[0][col], s.shrink[1][col] = shrink
         s.cert[c] = cert[0]
         self.visits += int(info[1])
+        self.spent[c] += int(info[1])
         sched.count_rows(self.visits // s.k)
         self.visits %= s.k
         if info[3]:                # every row shrunk for this class: un-shrink it
@@ -149,7 +156,7 @@ class PerClass:
         gap = (cert[0, 0] - cert[0, 1]) / max(abs(cert[0, 0]), 1e-300)
         self.by_gap[c] = gap <= s.tol and sched.rows_visited >= self.due[c]
         self.by_pg[c] = spread <= self.eps[c]
-        self.ready[c] = self.by_gap[c] or self.by_pg[c]
+        self.ready[c] = self.by_gap[c] or self.by_pg[c] or self.spent[c] >= share
         return max(1, int(info[0])), spread
 
     WORK_PER_CALL = 8_000_000
@@ -171,6 +178,7 @@ class PerClass:
                 self.misses[c] = min(self.misses[c] + 1, 2)
             self.due[c] = sched.rows_visited + base * 2 ** int(self.misses[c])
             self.ready[c] = self.by_gap[c] = self.by_pg[c] = False
+            self.spent[c] = 0
 
     def state_dict(self) -> tuple[dict, dict]:
         return {f"per_class.{n}": getattr(self, n) for n in self.FIELDS}, {"visits": self.visits}

@@ -57,7 +57,7 @@ from ._dcd_ram import PerClass, RamSlab
 
 __all__ = ["DCDSolver"]
 
-_STATE_VERSION = 5
+_STATE_VERSION = 6
 
 
 @register("dcd")
@@ -140,7 +140,10 @@ class DCDSolver(Solver):
         self.cert_fresh = False
         kind = {"store": "stream", "disk": "disk", "ram": "slab"}[rows.where]
         if kind == "slab" and self.k > 1 and rows.ram_full:
-            self.per_class = self.per_class or PerClass(self)
+            if self.per_class is None:          # every class's certificate before its turn
+                self.ramslab.margins |= self.epochs == 0   # w = 0: the zero margins are exact
+                self._objectives()
+                self.per_class = PerClass(self)
             out = self.per_class.step(sched)
             if out is None:                     # every class ready: check them all
                 self.pending = [bool(self.per_class.by_gap.any()),

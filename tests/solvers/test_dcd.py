@@ -170,6 +170,25 @@ def test_multiclass_one_vs_rest_matches_liblinear():
     assert np.mean(model.predict(Xt) == yt) > 0.9
 
 
+def test_one_vs_rest_in_ram_shares_max_passes_among_the_classes():
+    """Class by class in RAM: a class that does not converge gets its share of max_passes,
+    not all of it, and the progress certificate counts the classes not yet trained."""
+    X, y = sk.load_svmlight_file(str(shared_dataset("pendigits/pendigits")))
+    X, y = sp.csr_matrix(X[:2000]), y[:2000]      # unscaled features: slow for dual CD
+    k, n = len(np.unique(y)), X.shape[0]
+    with pytest.warns(ConvergenceWarning, match="max_passes"):
+        model, res = _fit(X, y, max_passes=20, tol=1e-8)
+    assert not res.converged
+    assert np.all(np.abs(model.coef).sum(axis=1) > 0)       # every class trained
+    # per class ~max_passes epochs of its own (passes count visits / k / n)
+    assert 20 <= res.passes <= 22
+    first = res.history[0]
+    assert first["kind"] == "slab"
+    # the classes still at w = 0 weigh C·n each in the primal, their dual is 0
+    assert first["primal"] >= (k - 1) * n and first["dual"] <= first["primal"]
+    assert np.mean(model.predict(X) == y) > 0.5
+
+
 def test_max_passes_warns_and_reports_not_converged(a9a_slice):
     X, y = a9a_slice
     with pytest.warns(ConvergenceWarning, match="max_passes") as caught:
