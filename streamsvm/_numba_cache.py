@@ -17,18 +17,25 @@ numba's cache at the first of:
 numba picks a function's cache location when ``@njit(cache=True)`` decorates it, so setting
 ``numba.config.CACHE_DIR`` here is enough. numba has a single cache directory per process:
 other ``cache=True`` functions decorated after ``import streamsvm`` use it too.
+
+Inside that directory the kernels go to ``src-<key>``, ``key`` a hash of every package
+source file that defines kernels. numba keys a cached kernel on its own file's timestamp
+only, so an edit of an inlined helper in another file (``kernels/_csr.py``'s ``row_dot``,
+used by ``kernels/_dcd.py``) left the old machine code in use, silently, in an editable
+install. With the key, any change to a kernel source compiles every kernel afresh once.
 """
 
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import pathlib
 import tempfile
 
 import numba
 
-__all__ = ["numba_cache_dir"]
+__all__ = ["numba_cache_dir", "kernel_sources_key"]
 
 
 def _candidates(environ) -> list[pathlib.Path]:
@@ -75,5 +82,23 @@ def numba_cache_dir(environ=None) -> str | None:
     return None
 
 
+def kernel_sources_key(root=None) -> str:
+    """A hash of the package's source files that define numba kernels (module doc).
+
+    Parameters
+    ----------
+    root : path, optional
+        The package directory (default: this package).
+    """
+    root = pathlib.Path(__file__).resolve().parent if root is None else pathlib.Path(root)
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_bytes()
+        if b"njit" in text or b"@kernel" in text:
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + text + b"\0")
+    return h.hexdigest()[:16]
+
+
 if not numba.config.CACHE_DIR:      # the user's NUMBA_CACHE_DIR wins
-    numba.config.CACHE_DIR = numba_cache_dir() or ""
+    _base = numba_cache_dir()
+    numba.config.CACHE_DIR = os.path.join(_base, f"src-{kernel_sources_key()}") if _base else ""

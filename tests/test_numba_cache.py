@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 import streamsvm
-from streamsvm._numba_cache import numba_cache_dir
+from streamsvm._numba_cache import kernel_sources_key, numba_cache_dir
 
 PACKAGE = pathlib.Path(streamsvm.__file__).resolve().parent
 
@@ -41,7 +41,8 @@ def _run(code: str, **env) -> str:
 
 def test_kernel_cache_goes_to_streamsvm_cache_dir_not_the_package(tmp_path):
     before = _cache_files(PACKAGE)
-    assert _run(CALL_A_KERNEL, STREAMSVM_CACHE_DIR=str(tmp_path)) == str(tmp_path)
+    assert _run(CALL_A_KERNEL, STREAMSVM_CACHE_DIR=str(tmp_path)) == str(
+        tmp_path / f"src-{kernel_sources_key()}")
     assert list(tmp_path.rglob("*row_sq_norms*.nbi")), sorted(tmp_path.rglob("*"))
     assert list(tmp_path.rglob("*row_sq_norms*.nbc"))
     assert _cache_files(PACKAGE) == before
@@ -66,3 +67,20 @@ def test_cache_dir_candidates(tmp_path, monkeypatch):
     fallback = numba_cache_dir({"STREAMSVM_CACHE_DIR": str(blocker / "sub")})
     assert fallback is not None and fallback.startswith(str(tmp_path / "tmp"))
     assert os.access(fallback, os.W_OK)
+
+
+def test_cache_key_follows_every_kernel_source(tmp_path):
+    """An edit of an inlined helper in one file must not leave kernels of another file
+    compiled against the old helper: the key covers every file that defines kernels."""
+    pkg = tmp_path / "pkg"
+    (pkg / "kernels").mkdir(parents=True)
+    helper = pkg / "kernels" / "_csr.py"
+    helper.write_text("@kernel_inline\ndef row_dot(x):\n    return x\n")
+    (pkg / "kernels" / "_dcd.py").write_text("@kernel\ndef sweep(x):\n    return row_dot(x)\n")
+    cli = pkg / "cli.py"
+    cli.write_text("def main():\n    pass\n")
+    key = kernel_sources_key(pkg)
+    cli.write_text("def main():\n    return 0\n")
+    assert kernel_sources_key(pkg) == key        # no kernel there: no recompilation
+    helper.write_text("@kernel_inline\ndef row_dot(x):\n    return 2 * x\n")
+    assert kernel_sources_key(pkg) != key
