@@ -41,7 +41,7 @@ def iter_labelled_blocks(data, *, storage_options=None, zero_based="no", classes
         Counts the entries beyond the model's features (see :class:`UnseenFeatures`).
     """
     from .io import Store, open_store
-    from .io._store import read_meta
+    from .io import read_meta
     if isinstance(data, Store) or hasattr(data, "read_chunk"):
         store = data
     elif read_meta(os.fspath(data), storage_options) is not None:
@@ -63,9 +63,7 @@ def iter_labelled_blocks(data, *, storage_options=None, zero_based="no", classes
 
 
 def _iter_text(url, storage_options, zero_based, classes, unseen):
-    from .io._convert import NO_LIMIT
-    from .io._parse import parse_block
-    from .io._source import describe_inputs, iter_blocks
+    from .io import NO_LIMIT, describe_inputs, iter_blocks, parse_block
     files = describe_inputs([url], storage_options)
     lo = 0 if zero_based == "yes" else 1
     for blk in iter_blocks(files, storage_options):
@@ -88,7 +86,7 @@ def _iter_text(url, storage_options, zero_based, classes, unseen):
 
 def _check_store_labels(store, classes) -> None:
     """Refuse a store whose labels (from its metadata) are not all classes of the model."""
-    from .io._labels import label_key
+    from .io import label_key
     have = store.classes
     bad = have[~np.isin(have, classes)]
     if len(bad):
@@ -207,7 +205,7 @@ def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no")
     if n == 0:
         raise StoreNotFoundError(f"no rows to evaluate in {data!r}")
     unseen.warn()
-    from .io._labels import label_key
+    from .io import label_key
     out = {"n_rows": n, "accuracy": correct / n, "correct": correct,
            "per_class": {label_key(c): {"rows": int(r), "accuracy": (h / r) if r else None}
                          for c, (r, h) in zip(model.classes, per_class)},
@@ -227,7 +225,7 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
     ``data`` are not checked; features beyond the model's weigh 0, with one warning.
     """
     import tempfile
-    from .io._urls import is_local, url_to_fs
+    from .io import is_local, url_to_fs
     out_path = os.fspath(out_path)
     local = is_local(out_path)
     parent = os.path.dirname(os.path.abspath(out_path)) if local else None

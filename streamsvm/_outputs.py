@@ -13,7 +13,7 @@ import os
 import uuid
 
 from .exceptions import OutputNotWritableError
-from .io._urls import is_local, join_url, url_to_fs
+from .io import is_local, join_url, url_to_fs
 
 __all__ = ["check_writable_file", "check_writable_dir"]
 

@@ -32,7 +32,7 @@ import uuid
 import numpy as np
 
 from .exceptions import CheckpointError, InvalidParameterError
-from .io._urls import join_url, url_to_fs
+from .io import join_url, url_to_fs
 
 __all__ = ["CheckpointManager", "FORMAT_VERSION"]
 

@@ -272,7 +272,7 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    from .io._verify import verify_store
+    from .io import verify_store
     rep = verify_store(args.store, storage_options=_storage_options(args.storage_option),
                        progress=not (args.quiet or args.json))
     if args.json:

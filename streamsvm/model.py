@@ -18,7 +18,7 @@ import uuid
 import numpy as np
 
 from .exceptions import FormatError, InvalidParameterError, StoreNotFoundError, StreamSVMError
-from .io._urls import is_local, url_to_fs
+from .io import is_local, url_to_fs
 
 __all__ = ["LinearModel", "load_model", "MODEL_FORMAT"]
 

@@ -75,7 +75,7 @@ class Problem:
         the training data (a model then carries costs it can apply to any data)."""
         if self.class_weight != "balanced":
             return self
-        from .io._labels import label_key
+        from .io import label_key
         counts = np.array([label_counts.get(label_key(c), 0) for c in classes], dtype=np.float64)
         weights = counts.sum() / (len(classes) * np.maximum(counts, 1))
         return dataclasses.replace(self, class_weight={label_key(c): float(w)
@@ -131,7 +131,7 @@ def class_costs(owner: str, C: float, class_weight, task: str, classes: np.ndarr
     ``c``: ``Cp = C·w(c)``, ``Cn = C``. ``class_weight`` maps original labels to
     multipliers, or is ``"balanced"`` (``n_rows / (n_classes · count(c))``).
     """
-    from .io._labels import label_key
+    from .io import label_key
     keys = [label_key(c) for c in classes]
     if class_weight is None:
         weights = np.ones(len(classes))

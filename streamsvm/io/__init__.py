@@ -1,9 +1,18 @@
-"""Input and storage: libsvm parsing, the Zarr CSR store, conversion."""
+"""Input and storage: libsvm parsing, the Zarr CSR store, conversion.
 
-from ._convert import convert
+Everything outside ``io/`` imports from here, never from a private ``io`` module."""
+
+from ._convert import NO_LIMIT, convert
+from ._labels import label_key
 from ._memory import InMemoryStore
-from ._store import ATTRS_KEY, FORMAT_VERSION, Chunk, Store, open_store
+from ._parse import parse_block
+from ._source import describe_inputs, iter_blocks
+from ._store import ATTRS_KEY, FORMAT_VERSION, Chunk, Store, open_store, read_meta
+from ._urls import is_local, join_url, url_to_fs
+from ._verify import verify_store
 from ._writer import write_store
 
-__all__ = ["ATTRS_KEY", "FORMAT_VERSION", "Chunk", "InMemoryStore", "Store", "convert",
-           "open_store", "write_store"]
+__all__ = ["ATTRS_KEY", "FORMAT_VERSION", "NO_LIMIT", "Chunk", "InMemoryStore", "Store",
+           "convert", "describe_inputs", "is_local", "iter_blocks", "join_url", "label_key",
+           "open_store", "parse_block", "read_meta", "url_to_fs", "verify_store",
+           "write_store"]

@@ -49,7 +49,7 @@ def default_readers(store, prefetch: int) -> int:
     0.86-0.91 s with one reader for eight (the kernel 0.67-0.68 s)
     (``python tools/bench_readers.py``; docs/bench/results/readers-synth-1e7.md).
     """
-    from ..io._urls import is_local
+    from ..io import is_local
     url = getattr(store, "url", None)
     if url is not None and not is_local(url):
         return max(1, prefetch)
@@ -68,7 +68,7 @@ def reader_bytes(store) -> int:
     returns): for a local store the inner chunks it decodes at once (their compressed bytes
     and the decoded inner chunk of a partial read); for a remote one
     :data:`REMOTE_READER_BYTES`."""
-    from ..io._urls import is_local
+    from ..io import is_local
     url = getattr(store, "url", None)
     if url is not None and not is_local(url):
         return REMOTE_READER_BYTES

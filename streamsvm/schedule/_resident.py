@@ -117,12 +117,14 @@ class _RamCollector:
         X = (self.indptr[:n + 1], self.indices[:q], self.data[:q if len(self.data) else 0])
         return y, X, self.ids[:n]
 
-    def add(self, block, keep: np.ndarray) -> None:
+    def add(self, block, keep: np.ndarray, nnz: int | None = None) -> None:
+        """Copy the rows ``keep`` marks (``nnz``: their entries, when the caller counted
+        them with ``kept_rows``)."""
         if self.indptr is None:
             return
         r = np.flatnonzero(keep)
         m = len(r)
-        nnz = int(np.diff(block.indptr)[keep].sum())
+        nnz = int(np.diff(block.indptr)[keep].sum()) if nnz is None else int(nnz)
         nbytes = nnz * self.row_bytes + m * self.extra_row_bytes
         if self.used + nbytes > self.room:
             self.abandon()
@@ -172,7 +174,8 @@ class _DiskWriter:
     def parts(self):
         return tuple(p for p in _PARTS if not (self.unit and p == "data"))
 
-    def add(self, block, keep: np.ndarray) -> None:
+    def add(self, block, keep: np.ndarray, nnz: int | None = None) -> None:
+        """Append the rows ``keep`` marks (``nnz`` unused: :meth:`append` counts them)."""
         r = np.flatnonzero(keep)
         if len(r) == 0 or self.failed:
             return
@@ -443,7 +446,7 @@ class ResidentRows:
             self.block_rows[block.id] = rows
             self.block_bytes[block.id] = nnz * self.row_bytes
         if collector is not None:
-            collector.add(block, keep)
+            collector.add(block, keep, nnz)
 
     def finish(self, collector, install: bool = True) -> None:
         """Install what a sweep collected (or drop it: ``install=False``)."""

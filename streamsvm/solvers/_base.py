@@ -120,7 +120,7 @@ class Param:
                 return value
             if not isinstance(value, dict):
                 fail()
-            from ..io._labels import label_key
+            from ..io import label_key
             out = {}
             for k, v in value.items():
                 try:

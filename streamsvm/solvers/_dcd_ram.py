@@ -2,8 +2,8 @@
 class by class when it holds every row.
 
 One-vs-rest in memory, class by class (LIBLINEAR's way): sharing each read of a row among
-all classes pays when rows come from the store, where one read serves every model. When the whole store is in RAM there is no read to share, and the
-shared visit costs: a row stays in the visit list while any class is still active on it,
+all classes pays when rows come from the store, where one read serves every model. When the
+whole store is in RAM there is no read to share, and the shared visit costs: a row stays in the visit list while any class is still active on it,
 every class's threshold and stopping test is the slowest class's, and the k weight columns
 of a row's features sit side by side in memory where one class uses one. So with every row
 in the RAM slab and more than one class, dcd runs LIBLINEAR's epochs one class at a time on
@@ -11,8 +11,8 @@ contiguous copies of that class's columns (its α, shrink flags, margins and wei
 class with its own ε, its own shrinking thresholds and its own schedule of exact checks, and
 checks all classes exactly (one pass over the slab) once each one's estimate is ready.
 Visits count as passes at one k-th each (a class's epoch reads every row for one model).
-Measured with ``python tools/bench.py --suite quick`` (BENCHMARKS.md, one-vs-rest in
-memory).
+Each class gets its share of ``max_passes`` (LIBLINEAR's per-class ``max_iter``). Measured
+with ``python tools/bench.py --suite quick`` (BENCHMARKS.md, quick suite, multiclass).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class RamSlab:
         self.version = 0
 
     def epochs(self, sched, pg):
-        """In-memory epochs until half a pass of visits (one kernel call):
+        """In-memory epochs until a pass of visits (one kernel call):
         ``(epochs, PG spread)``."""
         s, sl = self.s, self.s.rows.ram
         info = np.zeros(5)
@@ -113,8 +113,8 @@ class PerClass:
         self.visits = 0                            # row visits not yet counted as passes
 
     def step(self, sched):
-        """Epochs of the first class not ready for the check; ``(spread, class)``, or None
-        when every class is ready."""
+        """Epochs of the first class not ready for the check (one kernel call):
+        ``(epochs, PG spread)``, or None when every class is ready."""
         waiting = np.flatnonzero(~self.ready)
         if len(waiting) == 0:
             return None
