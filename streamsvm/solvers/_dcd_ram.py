@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels._csr import row_sq_norms
-from ..kernels._dcd import dcd_slab_epochs, dcd_terms_add
+from ..kernels._dcd import dcd_classes_epochs, dcd_slab_epochs, dcd_terms_add
 
 __all__ = ["RamSlab", "PerClass"]
 
@@ -101,7 +101,7 @@ class PerClass:
         k = solver.k
         self.s = solver
         self.eps = np.full(k, 0.1)                 # LIBLINEAR's default ε, per class
-        self.due = np.zeros(k, dtype=np.int64)     # rows_visited before an estimate-driven check
+        self.due = np.zeros(k, dtype=np.int64)     # own visits before an estimate-driven check
         self.misses = np.zeros(k, dtype=np.int64)
         self.ready = np.zeros(k, dtype=bool)       # waiting for the exact check
         self.by_gap = np.zeros(k, dtype=bool)
@@ -113,61 +113,60 @@ class PerClass:
         self.visits = 0                            # row visits not yet counted as passes
 
     def step(self, sched):
-        """Epochs of the first class not ready for the check (one kernel call):
-        ``(epochs, PG spread)``, or None when every class is ready."""
+        """Epochs of every class not ready for the check, each in turn on its own
+        contiguous copy (one kernel call): ``(epochs, PG spread)``, or None when every
+        class is ready."""
         waiting = np.flatnonzero(~self.ready)
         if len(waiting) == 0:
             return None
-        c = int(waiting[0])
         s, sl = self.s, self.s.rows.ram
-        col = slice(c, c + 1)
-        alpha, active = (np.ascontiguousarray(sl.local[n][:, col]) for n in
-                         ("dcd.alpha", "dcd.active"))
-        margin = np.ascontiguousarray(s.ramslab.margin[:, col])
-        model = (np.ascontiguousarray(s.W[:, col]), s.wb[col].copy(),
-                 np.ascontiguousarray(s.zu[:, col]), s.zs[col].copy())
-        pos, Cp, Cn, l2, B = s.prob
-        shrink = (s.shrink[0][col].copy(), s.shrink[1][col].copy())
-        pg, cert, info = np.zeros((1, 3)), np.zeros((1, 2)), np.zeros(5)
-        rng_state = sched.rng(s.epochs, 1, c + 1).integers(2**63, size=1, dtype=np.uint64)
+        k, local = s.k, sl.local
+        duals = tuple(np.ascontiguousarray(a.T) for a in
+                      (local["dcd.alpha"], local["dcd.active"], s.ramslab.margin))
+        model = (np.ascontiguousarray(s.W.T), s.wb, np.ascontiguousarray(s.zu.T), s.zs)
+        pg, info = np.zeros((k, 3)), np.zeros((k, 5))
+        seeds = sched.rng(s.epochs, 1).integers(2**63, size=k, dtype=np.uint64)
         share = float(s.max_passes) * sl.n_rows
-        left = max(1, int(min(self._visits_per_call(sl), share - self.spent[c])))
-        control = (s.shrinking, left, float(self.eps[c]), s.tol,
-                   int(self.due[c]) - sched.rows_visited)
-        sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, s.ramslab.qd, (alpha, active, margin),
-                  model,
-                  (pos[col], Cp[col], Cn[col], l2, B), shrink, control, rng_state,
-                  (np.empty(sl.n_rows, np.int64), np.empty((1, 3))), (pg, cert, info))
-        sl.local["dcd.alpha"][:, col] = alpha
-        sl.local["dcd.active"][:, col] = active
-        s.ramslab.margin[:, col] = margin
-        s.W[:, col], s.wb[col], s.zu[:, col], s.zs[col] = model
-        s.shrink[0][col], s.shrink[1][col] = shrink
-        s.cert[c] = cert[0]
-        self.visits += int(info[1])
-        self.spent[c] += int(info[1])
-        sched.count_rows(self.visits // s.k)
-        self.visits %= s.k
-        if info[3]:                # every row shrunk for this class: un-shrink it
-            sl.local["dcd.active"][:, col] = 1
-            s.shrink[0][col], s.shrink[1][col] = np.inf, -np.inf
-            s.zu[:, col], s.zs[col] = 0.0, 0.0
-        spread = float(info[2]) if info[0] else -np.inf
-        gap = (cert[0, 0] - cert[0, 1]) / max(abs(cert[0, 0]), 1e-300)
-        self.by_gap[c] = gap <= s.tol and sched.rows_visited >= self.due[c]
-        self.by_pg[c] = spread <= self.eps[c]
-        self.ready[c] = self.by_gap[c] or self.by_pg[c] or self.spent[c] >= share
-        return max(1, int(info[0])), spread
+        per_call = self._visits_per_call(sl, len(waiting))
+        left = np.maximum(1, np.minimum(per_call, share - self.spent)).astype(np.int64)
+        control = (waiting.astype(np.int64), s.shrinking, left, self.eps, s.tol,
+                   self.due - self.spent)
+        sched.run(dcd_classes_epochs, sl.X, s.unit, sl.y, s.ramslab.qd, duals, model, s.prob,
+                  s.shrink, control, seeds,
+                  (np.empty(sl.n_rows, np.int64), np.empty((1, 3))), (pg, s.cert, info))
+        local["dcd.alpha"][...] = duals[0].T
+        local["dcd.active"][...] = duals[1].T
+        s.ramslab.margin[...] = duals[2].T
+        s.W[...], s.zu[...] = model[0].T, model[2].T
+        visits = info[waiting, 1].astype(np.int64)
+        self.visits += int(visits.sum())
+        self.spent[waiting] += visits
+        sched.count_rows(self.visits // k)
+        self.visits %= k
+        for c in waiting[info[waiting, 3] != 0]:   # every row shrunk for c: un-shrink it
+            local["dcd.active"][:, c] = 1
+            s.shrink[0][c], s.shrink[1][c] = np.inf, -np.inf
+            s.zu[:, c], s.zs[c] = 0.0, 0.0
+        ran = info[waiting, 0] > 0
+        spread = np.where(ran, info[waiting, 2], -np.inf)
+        cert = s.cert[waiting]
+        gap = (cert[:, 0] - cert[:, 1]) / np.maximum(np.abs(cert[:, 0]), 1e-300)
+        self.by_gap[waiting] = (gap <= s.tol) & (self.spent[waiting] >= self.due[waiting])
+        self.by_pg[waiting] = spread <= self.eps[waiting]
+        self.ready[waiting] = (self.by_gap[waiting] | self.by_pg[waiting]
+                               | (self.spent[waiting] >= share))
+        return max(1, int(info[waiting, 0].sum())), float(spread.max())
 
     WORK_PER_CALL = 8_000_000
-    """Row entries a kernel call visits at least (about 10 ms): on small data one pass of
-    visits per call left Python's per-call overhead larger than the epochs themselves."""
+    """Row entries a kernel call visits at least (about 10 ms), shared among the classes
+    it runs: on small data one pass of visits per call left Python's per-call overhead
+    larger than the epochs themselves."""
 
-    def _visits_per_call(self, sl) -> int:
+    def _visits_per_call(self, sl, classes: int) -> int:
         per_row = 1 + len(sl.X[1]) // max(1, sl.n_rows)
-        return max(1, sl.n_rows, self.WORK_PER_CALL // per_row)
+        return max(1, sl.n_rows, self.WORK_PER_CALL // (per_row * classes))
 
-    def after_check(self, gap: np.ndarray, sched, base: int) -> None:
+    def after_check(self, gap: np.ndarray, base: int) -> None:
         """The exact check's gaps per class: the classes above ``tol`` go on, with a
         tighter ε (LIBLINEAR's test fired too early) or wider spacing of their checks (the
         estimate was optimistic)."""
@@ -176,7 +175,7 @@ class PerClass:
                 self.eps[c] = max(self.eps[c] * 0.1, 1e-12)
             if self.by_gap[c]:
                 self.misses[c] = min(self.misses[c] + 1, 2)
-            self.due[c] = sched.rows_visited + base * 2 ** int(self.misses[c])
+            self.due[c] = base * 2 ** int(self.misses[c])
             self.ready[c] = self.by_gap[c] = self.by_pg[c] = False
             self.spent[c] = 0
 

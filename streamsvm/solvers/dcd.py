@@ -241,7 +241,7 @@ class DCDSolver(Solver):
         self.cert_fresh = True
         gap = _rel_gap(primal, dual)
         if self.per_class is not None and rows.ram_full:
-            self.per_class.after_check(gap, sched, base)
+            self.per_class.after_check(gap, base)
         elif gap.max() > self.tol:
             if rows.where in ("store", "disk"):
                 rows.plan()

@@ -172,7 +172,7 @@ def test_multiclass_one_vs_rest_matches_liblinear():
 
 def test_one_vs_rest_in_ram_shares_max_passes_among_the_classes():
     """Class by class in RAM: a class that does not converge gets its share of max_passes,
-    not all of it, and the progress certificate counts the classes not yet trained."""
+    not all of it, and every class takes its turn in each round (one kernel call)."""
     X, y = sk.load_svmlight_file(str(shared_dataset("pendigits/pendigits")))
     X, y = sp.csr_matrix(X[:2000]), y[:2000]      # unscaled features: slow for dual CD
     k, n = len(np.unique(y)), X.shape[0]
@@ -184,8 +184,8 @@ def test_one_vs_rest_in_ram_shares_max_passes_among_the_classes():
     assert 20 <= res.passes <= 22
     first = res.history[0]
     assert first["kind"] == "slab"
-    # the classes still at w = 0 weigh C·n each in the primal, their dual is 0
-    assert first["primal"] >= (k - 1) * n and first["dual"] <= first["primal"]
+    # at w = 0 every class weighs C·n in the primal; after the first round none does
+    assert first["dual"] <= first["primal"] < 0.2 * k * n
     assert np.mean(model.predict(X) == y) > 0.5
 
 
