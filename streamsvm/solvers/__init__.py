@@ -1,6 +1,6 @@
 """Solvers: one module per method, registered by name in :data:`SOLVERS`."""
 
-from . import dcd  # noqa: F401  (registers "dcd")
+from . import dcd, newton  # noqa: F401  (register "dcd", "newton")
 from ._base import SOLVERS, SolveResult
 
 __all__ = ["SOLVERS", "SolveResult"]

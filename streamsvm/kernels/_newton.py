@@ -1,0 +1,159 @@
+"""Kernels of ``newton``: the smoothed hinge and one fused pass (spec_000 §2, §4.2, §4.4).
+
+The smoothed hinge ``j_α(z) = ½(z + √(α² + z²))`` and its derivatives, evaluated without
+cancellation for ``z ≪ 0`` (spec §2)::
+
+    r = hypot(α, z)
+    z ≥ 0:  j = ½(z + r),         j' = ½(1 + z/r)
+    z < 0:  j = ½α²/(r − z),      j' = ½α²/(r (r − z))
+    j'' = ½ (α/r)² / r
+
+A pass over one block (:func:`newton_rows`, then the CSR reductions of ``_csr.py`` and
+:func:`newton_hess_add`) evaluates, for every model ``c`` still training,
+
+* the smoothed loss ``Σ_i C_i j(1 − y_i (u_i + s_t v_i))`` at every trial step ``s_t`` of the
+  line search (``u = x̄·w``, ``v = x̄·d``: one pass answers the whole Armijo loop);
+* at the evaluation point ``e`` (the first trial, or ``w``) and at each smoothing level
+  ``α_l`` asked for: the smoothed loss, ``Σ C_i j'``, the per-row coefficients of the gradient
+  ``−Σ C_i y_i j' x̄_i`` and the curvatures ``C_i j''`` of the Hessian, plus the true loss
+  (hinge or squared hinge) for the certificate.
+
+``x̄_i = (x_i, B)``: the weights are ``W`` of shape (n_features + 1, k), the bias weight in
+the last row (``_csr.py``'s orientation). Squared hinge: ``j = max(0, z)²`` (no smoothing),
+``j' = 2 max(0, z)``, ``j'' = 2·[z > 0]`` (the generalized Hessian of LIBLINEAR ``-s 2``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._jit import kernel, kernel_inline
+
+__all__ = ["smooth_hinge", "newton_rows", "newton_hess_add"]
+
+
+@kernel_inline
+def _jfun(z, alpha, sq):
+    """``(j, j', j'')`` at ``z`` (squared hinge when ``sq``)."""
+    if sq:
+        if z > 0.0:
+            return z * z, 2.0 * z, 2.0
+        return 0.0, 0.0, 0.0
+    r = math.hypot(alpha, z)
+    if z >= 0.0:
+        j = 0.5 * (z + r)
+        j1 = 0.5 * (1.0 + z / r)
+    else:
+        j = 0.5 * alpha * alpha / (r - z)
+        j1 = 0.5 * alpha * alpha / (r * (r - z))
+    q = alpha / r
+    return j, j1, 0.5 * q * q / r
+
+
+@kernel
+def smooth_hinge(z, alpha, out):
+    """``out[:, 0:3] = (j_α, j'_α, j''_α)`` at each ``z`` (module doc)."""
+    for i in range(len(z)):
+        out[i, 0], out[i, 1], out[i, 2] = _jfun(z[i], alpha, False)
+
+
+@kernel
+def newton_rows(y, margins, prob, plan, acc, out):
+    """The per-row part of a pass over one block (module doc).
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_rows,)
+        Labels (±1, or class ids for one-vs-rest).
+    margins : tuple (U, V, E) of arrays of shape (n_rows, k)
+        ``x̄_i·w``, ``x̄_i·d`` and ``x̄_i·e`` per model.
+    prob : tuple (pos, Cp, Cn, sq)
+        Model ``c`` takes row ``i`` as positive when ``y[i] == pos[c]``; costs of its
+        positive and negative rows; squared hinge.
+    plan : tuple (live, trials, n_trials, alphas)
+        ``live`` (k,) bool: the models computed; ``trials`` (k, K) the trial steps (the
+        first ``n_trials[c]`` are used); ``alphas`` (k, L) the smoothing levels at ``e``.
+    acc : tuple (ftry, f, sb, sbpos, loss, csum)
+        Added into: ``ftry`` (k, K) smoothed loss at each trial (level ``alphas[c, 0]``);
+        ``f`` (k, L) smoothed loss at ``e``; ``sb`` (k, L) ``Σ C_i j'``; ``sbpos`` (k, L) the
+        same over the positive rows; ``loss`` (k,) the true loss at ``e``; ``csum`` (k,)
+        ``Σ C_i``.
+    out : tuple (coef, h)
+        Overwritten, shape (L, n_rows, k): ``C_i y_i j'`` (the gradient of the loss is
+        ``−Σ_i coef_i x̄_i``) and ``C_i j''`` at ``e``.
+    """
+    U, V, E = margins
+    pos, Cp, Cn, sq = prob
+    live, trials, n_trials, alphas = plan
+    ftry, f, sb, sbpos, loss, csum = acc
+    coef, h = out
+    k = len(pos)
+    L = alphas.shape[1]
+    for i in range(len(y)):
+        for c in range(k):
+            if not live[c]:
+                for lv in range(L):
+                    coef[lv, i, c] = 0.0
+                    h[lv, i, c] = 0.0
+                continue
+            yi = 1.0 if y[i] == pos[c] else -1.0
+            Ci = Cp[c] if yi > 0 else Cn[c]
+            csum[c] += Ci
+            a0 = alphas[c, 0]
+            for t in range(n_trials[c]):
+                jt, _, _ = _jfun(1.0 - yi * (U[i, c] + trials[c, t] * V[i, c]), a0, sq)
+                ftry[c, t] += Ci * jt
+            z = 1.0 - yi * E[i, c]
+            xi = max(0.0, z)
+            loss[c] += Ci * (xi * xi if sq else xi)
+            for lv in range(L):
+                j, j1, j2 = _jfun(z, alphas[c, lv], sq)
+                f[c, lv] += Ci * j
+                sb[c, lv] += Ci * j1
+                if yi > 0:
+                    sbpos[c, lv] += Ci * j1
+                coef[lv, i, c] = Ci * j1 * yi
+                h[lv, i, c] = Ci * j2
+
+
+@kernel
+def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
+    """``out_H[c, l] += Σ_i h[l, i, c] x̄_iA x̄_iAᵀ`` (lower triangle) over the rows whose
+    curvature ``h[l, i, c]`` is at least ``cutoff[c, l]``.
+
+    ``amap`` (n_features + 1, k) int64: the position of each feature (the bias last) in
+    model ``c``'s Hessian, or −1 when it is not in it. ``scratch``: (positions int64,
+    values float64), each at least the longest row + 1. Rows are added one by one into
+    ``out_H``, so the sum does not depend on how the rows are cut into blocks.
+    """
+    indptr, indices, data = X
+    posb, valb = scratch
+    d = amap.shape[0] - 1
+    L = h.shape[0]
+    for i in range(len(indptr) - 1):
+        for c in range(amap.shape[1]):
+            m = 0
+            for p in range(indptr[i], indptr[i + 1]):
+                a = amap[indices[p], c]
+                if a >= 0:
+                    posb[m] = a
+                    valb[m] = 1.0 if unit else np.float64(data[p])
+                    m += 1
+            if B != 0.0 and amap[d, c] >= 0:
+                posb[m] = amap[d, c]
+                valb[m] = B
+                m += 1
+            for lv in range(L):
+                hv = h[lv, i, c]
+                if hv <= 0.0 or hv < cutoff[c, lv]:
+                    continue
+                H = out_H[c, lv]
+                for s in range(m):
+                    ps = posb[s]
+                    vs = hv * valb[s]
+                    for t in range(m):
+                        pt = posb[t]
+                        if pt <= ps:
+                            H[ps, pt] += vs * valb[t]

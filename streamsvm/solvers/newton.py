@@ -1,0 +1,455 @@
+"""``newton``: a Newton method with an ℓ1 active set (spec_000 §3.3–3.5, §4.2), on the
+squared hinge.
+
+Problem (the library's convention; spec §1.2 divided by λ, ``C = 1/(λn)``, ``ρ = μ/λ``)::
+
+    min_w  P(w) = ½‖w‖² + ρ‖w‖₁ + ½b² + Σ_i C_i max(0, 1 − y_i (wᵀx_i + B·b))²
+
+with ``b`` a regularized constant feature of value ``B``, or an unregularized intercept with
+``free_bias`` (spec §1.6: never in the ℓ1 term, always active). This is LIBLINEAR ``-s 2``'s
+problem (plus ℓ1); the loss is once differentiable, and its generalized Hessian
+``I + Σ_{z_i > 0} 2C_i x̄_i x̄_iᵀ`` plays the part of the smoothed hinge's in the paper.
+
+Method (spec §3.3–3.5, which correct the printed algorithm): the Newton direction on the
+active features ``A`` (Cholesky of ``H_AA``, a growing ridge if it fails) with the corrected
+pseudo-gradient (``g_j − ρ sign g_j`` at a zero weight, not ``+``), the orientation check
+that drops zero weights the direction would push into the wrong orthant (and blocks them
+until the next accepted step), the exact ℓ1 line search on the quadratic model (§3.4, O(r
+log r), coordinates landing on their breakpoint set to exactly 0) and an Armijo safeguard.
+Once the Newton decrement is below ``0.1·tol·P``, the zero weights with ``|g_j| > ρ`` join
+``A``. With ``ρ = 0`` every feature is active from the start.
+
+Not offered yet: the smoothed hinge ``j_α`` with continuation α ← α/β (spec §2, §3.6). Its
+kernels are in kernels/_newton.py and tested, and the solver ran it, but on a9a (1,500
+rows, C = 1) its primal reached 1e-4 of the optimum in ~40 passes while no certificate
+computable from w went below 1e-2 (β_i = C_i j'_α(z_i) for any α, or strong convexity of
+the smoothed objective plus its α/2 bound) — dual feasibility for the hinge hinges on the
+free support vectors, which a primal iterate does not pin down. ``dcd`` trains the hinge.
+
+Passes (spec §4.2, ``fused=True``): one pass evaluates, for every model still training,
+the objective at all Armijo trials ``s, s/2, …, s/2⁷`` of its step (one pass answers the
+whole halving loop), and at the first trial (speculatively the next iterate) the gradient,
+the Hessian on the Hessian's columns, the loss and the certificate. So a Newton step whose
+first trial is accepted costs one pass; a smaller accepted trial one more (its evaluation);
+an activation of features outside the Hessian one (the Hessian covers every feature when
+``n_features + 1 ≤ max_dense``, and then none). ``fused=False``: a trial pass and an
+evaluation pass per step (spec §4.3's accounting); both modes make the same iterates.
+``n_iter`` counts Newton steps.
+
+Certificate: the relative duality gap, exact at every evaluation: ``β_i = 2C_i max(0, z_i)``
+is dual feasible (with a free bias, the heavier class side scaled so that ``Σ β_i y_i =
+0``), ``D(β) = Σ β_i − Σ β_i²/(4C_i) − Σ_j ½ max(0, |v_j| − ρ)² − ½v_b²`` with ``v = Σ β_i
+y_i x̄_i`` (the gradient's own sum); the gap is zero at the optimum.
+
+One-vs-rest: every model shares each pass; a model whose gap reaches ``tol`` stops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from ..exceptions import InvalidParameterError
+from ..kernels import csr_matmat, csr_rmatmat_add
+from ..kernels._newton import newton_hess_add, newton_rows
+from ..problem import Problem
+from ..schedule import Accumulator
+from ._base import COMMON_PARAMS, Param, Solver, register
+
+__all__ = ["NewtonSolver", "linesearch_l1"]
+
+_C1 = 1e-4              # Armijo constant (spec §3.2)
+_TRIALS = 8             # Armijo trials per pass (s, s/2, …)
+_MAX_HALVINGS = 30      # then the level is given up (spec §3.3)
+_MAX_STEPS = 50         # Newton steps before an activation round (spec §3.2)
+
+
+@register("newton")
+class NewtonSolver(Solver):
+    """Smoothed-hinge Newton method with an ℓ1 active set (module doc)."""
+
+    summary = ("Newton's method on the squared hinge (LIBLINEAR -s 2's problem) with an "
+               "optional l1 term and its active set: about one pass per Newton step")
+    params = (
+        Param("C", "float", 1.0, "cost of each row's loss (LIBLINEAR -c)", low=0.0,
+              low_open=True, flag="-C"),
+        Param("loss", "choice", "squared_hinge", "squared_hinge (LIBLINEAR -s 2's problem); "
+              "the smoothed hinge is not offered yet (module doc)", choices=("squared_hinge",)),
+        Param("bias", "float", 1.0, "value of the constant bias feature (LIBLINEAR -B); "
+              "0 for no bias", low=0.0),
+        Param("l1", "float", 0.0, "weight rho of the l1 term rho*||w||_1 (0: l2 only); w = 0 "
+              "once rho >= max_j |2 sum_i C_i y_i x_ij| (no bias)", low=0.0),
+        Param("free_bias", "bool", False, "an unregularized intercept instead of the "
+              "regularized constant feature"),
+        *COMMON_PARAMS,
+        Param("class_weight", "class_weight", None, "per-class multiplier of C (LIBLINEAR "
+              "-wi), or 'balanced'"),
+        Param("max_dense", "int", 4096, "most Hessian columns per model (active features + "
+              "bias); the Hessian covers every feature when n_features + 1 fits", low=2),
+        Param("fused", "bool", True, "one pass per Newton step (the Armijo trials and the next "
+              "iterate's evaluation in one pass); False: separate trial and evaluation passes"),
+    )
+
+    def problem(self, store) -> Problem:
+        return Problem(loss=self.loss, C=self.C, class_weight=self.class_weight, bias=self.bias,
+                       bias_mode="free" if self.free_bias else "regularized", l1=self.l1,
+                       layout="binary" if store.task == "binary" else "ovr")
+
+    def check_store(self, store) -> None:
+        if self.free_bias and not self.bias:
+            raise InvalidParameterError("free_bias=True needs a bias feature: bias must be > 0")
+        if self.l1 == 0 and store.n_features + 1 > self.max_dense:
+            raise InvalidParameterError(
+                f"newton with l1=0 keeps every feature active: its Hessian would have "
+                f"{store.n_features + 1} columns, more than max_dense={self.max_dense}; raise "
+                f"max_dense (k·(n_features+1)²·8 bytes) or use dcd "
+                f"(newton's Hessian-free mode for wide data is not built)")
+
+    # -- setup -------------------------------------------------------------------------
+    def start(self, sched) -> None:
+        store = sched.store
+        binary = store.task == "binary"
+        k = self.k = 1 if binary else len(store.classes)
+        d = self.d = sched.n_features
+        D1 = d + 1
+        self.L = 1          # smoothing levels per evaluation (kernels/_newton.py)
+        self.full_h = D1 <= self.max_dense
+        self.a = D1 if self.full_h else self.max_dense
+        sched.check_budget("newton", {"the models, gradients and Hessians":
+                                      8 * k * (4 * D1 + self.L * (D1 + self.a * self.a))})
+        Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
+        pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
+        self.prob = (pos, Cp, Cn, True)        # the squared hinge
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.reg = np.ones(D1)
+        self.reg[d] = 0.0 if self.free_bias else 1.0
+        self.pen = np.full(D1, self.l1)
+        self.pen[d] = 0.0
+        self.W = np.zeros((D1, k))
+        self.A = np.zeros((D1, k), dtype=bool)
+        self.A[d] = True
+        if self.l1 == 0:
+            self.A[:] = True
+        self.blocked = np.zeros((D1, k), dtype=bool)
+        self.done = np.zeros(k, dtype=bool)
+        self.valid = np.zeros(k, dtype=bool)          # the cache below is at W
+        self.level_steps = np.zeros(k, dtype=np.int64)
+        self.halvings = np.zeros(k, dtype=np.int64)
+        self.amap = np.full((D1, k), -1, dtype=np.int64)
+        # the last evaluation at W (columns: models)
+        L = self.L
+        self.fs = np.zeros((k, L))                    # Σ C_i j_α
+        self.gl = np.zeros((L, D1, k))                # Σ C_i y_i j'_α x̄_i
+        self.H = np.zeros((k, L, self.a, self.a))     # Σ C_i j''_α x̄_A x̄_Aᵀ (symmetric)
+        self.loss_true = np.zeros(k)
+        self.csum = np.zeros(k)
+        self.primal, self.dual, self.gap = np.zeros(k), np.zeros(k), np.full(k, np.inf)
+        self.steps = 0
+        self.exact = True
+
+    state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
+                    "amap", "fs", "gl", "H", "loss_true", "csum", "primal", "dual",
+                    "gap")
+    state_values = ("steps", "exact")
+
+    @property
+    def n_iter(self) -> int:
+        return self.steps
+
+    def coef(self):
+        return self.W[:-1].T.copy(), self.W[-1] * self.bias
+
+    # -- one outer iteration: decide, one pass, absorb ------------------------------------
+    def step(self, sched) -> dict:
+        requests = {c: self._decide(c) for c in range(self.k) if not self.done[c]}
+        requests = {c: r for c, r in requests.items() if r is not None}
+        if not requests:                      # every model certified
+            return self._entry("eval")
+        res, E = self._pass(sched, requests)
+        kind = "try" if any(r[0] == "try" for r in requests.values()) else "eval"
+        self.exact = True
+        for c, r in requests.items():
+            if r[0] == "eval":
+                self._absorb(c, res, E)
+            else:
+                self._absorb_trials(c, r, res, E)
+        return self._entry(kind)
+
+    def final_check(self, sched) -> dict:
+        stale = [c for c in range(self.k) if not self.valid[c]]
+        if stale:
+            res, E = self._pass(sched, {c: ("eval",) for c in stale})
+            for c in stale:
+                self._absorb(c, res, E)
+        self.exact = True
+        return self._entry("eval")
+
+    def _entry(self, kind) -> dict:
+        return {"kind": kind, "primal": float(self.primal.sum()),
+                "dual": float(self.dual.sum()), "gap": float(self.gap.max()),
+                "exact": bool(self.exact and self.valid.all()),
+                "active": int((self.W[:-1] != 0).any(axis=1).sum())}
+
+    # -- the pass ---------------------------------------------------------------------
+    def _pass(self, sched, requests):
+        k, D1, L = self.k, self.d + 1, self.L
+        Dir = np.zeros((D1, k))
+        E = self.W.copy()
+        trials = np.zeros((k, _TRIALS))
+        n_trials = np.zeros(k, dtype=np.int64)
+        live = np.zeros(k, dtype=bool)
+        for c, r in requests.items():
+            live[c] = True
+            if r[0] == "try":
+                _, d, s_list, e = r[:4]
+                Dir[:, c] = d
+                trials[c] = s_list
+                n_trials[c] = _TRIALS
+                if self.fused:
+                    E[:, c] = e
+            self._set_amap(c)
+        alphas = np.zeros((k, L))              # no smoothing: the squared hinge
+        cutoff = np.zeros((k, L))              # every row with z_i > 0 has curvature 2C_i
+        plan = (live, trials, n_trials, alphas)
+        acc = {"ftry": Accumulator((k, _TRIALS)), "f": Accumulator((k, L)),
+               "sb": Accumulator((k, L)), "sbpos": Accumulator((k, L)),
+               "loss": Accumulator(k), "csum": Accumulator(k),
+               "g": Accumulator((L, D1, k)), "H": Accumulator((k, L, self.a, self.a))}
+        if self.free_bias:
+            acc["gpos"] = Accumulator((L, D1, k))
+        args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
+                plan, self.amap, cutoff, self.free_bias)
+        res = sched.map_reduce(_newton_block, args=args, acc=acc)
+        H = res["H"]
+        for c in range(k):
+            for lv in range(L):
+                low = np.tril(H[c, lv])
+                H[c, lv] = low + np.tril(low, -1).T
+        return res, E
+
+    def _set_amap(self, c) -> None:
+        """Model ``c``'s Hessian columns: every feature when they fit, else ``A``."""
+        cols = np.arange(self.d + 1) if self.full_h else np.flatnonzero(self.A[:, c])
+        if len(cols) > self.a:
+            raise InvalidParameterError(
+                f"newton: {len(cols)} active features exceed max_dense={self.max_dense}; raise "
+                f"max_dense or l1")
+        self.amap[:, c] = -1
+        self.amap[cols, c] = np.arange(len(cols))
+
+    def _absorb(self, c, res, E) -> None:
+        """The evaluation at ``E[:, c]`` becomes model ``c``'s cache."""
+        self.fs[c] = res["f"][c]
+        self.gl[:, :, c] = res["g"][:, :, c]
+        self.H[c] = res["H"][c]
+        self.loss_true[c] = res["loss"][c]
+        self.csum[c] = res["csum"][c]
+        self.valid[c] = True
+        w = E[:, c]
+        primal = 0.5 * float(self.reg @ (w * w)) + float(self.pen @ np.abs(w)) + res["loss"][c]
+        duals = [self._dual(c, lv, res) for lv in range(self.L)]
+        self.primal[c], self.dual[c] = primal, max(duals)
+        self.gap[c] = (primal - self.dual[c]) / max(abs(primal), 1e-300)
+
+    def _dual(self, c, lv, res) -> float:
+        """``D(β)`` at ``β_i = C_i j'(z_i) = 2C_i max(0, z_i)`` (module doc)."""
+        v = res["g"][lv, :, c].copy()
+        sb = res["sb"][c, lv]
+        if self.free_bias:                     # scale the heavier side: Σ β_i y_i = 0
+            vpos = res["gpos"][lv, :, c]
+            sp = res["sbpos"][c, lv]
+            sn = sb - sp
+            if sp > sn:
+                v = (sn / sp) * vpos + (v - vpos) if sp > 0 else v - vpos
+                sb = 2.0 * sn
+            else:
+                v = vpos + (sp / sn) * (v - vpos) if sn > 0 else vpos
+                sb = 2.0 * sp
+            v[-1] = 0.0
+        soft = np.maximum(np.abs(v[:-1]) - self.l1, 0.0)
+        dual = sb - 0.5 * float(soft @ soft) - 0.5 * self.reg[-1] * v[-1] ** 2
+        return dual - res["loss"][c]           # Σ β_i²/(4C_i) = Σ C_i max(0, z_i)²
+
+    def _absorb_trials(self, c, request, res, E) -> None:
+        """Armijo on the trials of model ``c``'s step: the first accepted one is the new
+        iterate (its evaluation is in the pass when it is the first trial)."""
+        _, d, s_list, e, D, F0 = request
+        w = self.W[:, c]
+        accepted = -1
+        for t in range(_TRIALS):
+            wt = e if t == 0 else w + s_list[t] * d
+            Ft = res["ftry"][c, t] + self._penalties(wt)
+            if Ft <= F0 + _C1 * s_list[t] * D + 10 * np.finfo(float).eps * abs(F0):
+                accepted = t
+                break
+        if accepted < 0:
+            self.halvings[c] += _TRIALS
+            if self.halvings[c] >= _MAX_HALVINGS:       # no descent left at this precision
+                self.halvings[c] = 0
+                self.level_steps[c] = _MAX_STEPS        # an activation round next
+            return
+        self.W[:, c] = e if accepted == 0 else w + s_list[accepted] * d
+        self.steps += 1
+        self.level_steps[c] += 1
+        self.halvings[c] = 0
+        self.blocked[:, c] = False
+        if self.l1 > 0:
+            self.A[:, c] = self.W[:, c] != 0
+            self.A[-1, c] = True
+        if accepted == 0 and self.fused:
+            self._absorb(c, res, E)
+        else:                                  # the next pass evaluates the new iterate
+            self.valid[c] = False
+            self.exact = False
+
+    def _penalties(self, w) -> float:
+        return 0.5 * float(self.reg @ (w * w)) + float(self.pen @ np.abs(w))
+
+    # -- the host-side Newton step --------------------------------------------------------
+    def _decide(self, c):
+        """What model ``c`` needs from the next pass: ``("eval",)``, ``("try", d, trials,
+        e, D, F0)``, or None once its gap is certified (spec §3.3's loop until a pass is
+        needed)."""
+        while True:
+            if not self.valid[c]:
+                return ("eval",)
+            if self.gap[c] <= self.tol:
+                self.done[c] = True
+                return None
+            w = self.W[:, c]
+            g = self.reg * w - self.gl[0, :, c]
+            d, dec, gt = self._direction(c, w, g)
+            scale = max(abs(self.primal[c]), 1.0)
+            if self.l1 > 0 and (dec < 0.1 * self.tol * scale or
+                                self.level_steps[c] >= _MAX_STEPS):
+                new = (w == 0) & ~self.A[:, c] & ~self.blocked[:, c] & (np.abs(g) > self.pen)
+                new[-1] = False
+                self.level_steps[c] = 0
+                if new.any():                  # activation round (spec §3.5)
+                    self.A[:, c] |= new
+                    if not self.full_h:
+                        self.valid[c] = False
+                    continue
+            if dec <= 1e-14 * scale:           # no progress left at this precision:
+                return ("eval",)               # max_passes ends the run
+            A = self.A[:, c]
+            b = float(g[A] @ d[A])
+            idx = self.amap[A, c]
+            a = 0.5 * float(d[A] @ (self.reg[A] * d[A] + self.H[c, 0][np.ix_(idx, idx)] @ d[A]))
+            s, Z = linesearch_l1(w, d, b, a, self.pen)
+            if s <= 0.0:                       # cannot happen after the orientation check
+                return ("eval",)
+            s_list = s * 0.5 ** (self.halvings[c] + np.arange(_TRIALS))
+            e = w + s_list[0] * d
+            if self.halvings[c] == 0:
+                e[Z] = 0.0
+            sgn0 = np.where(w != 0, np.sign(w), np.sign(d))
+            D = b + float(self.pen @ (sgn0 * d))
+            F0 = self.fs[c, 0] + self._penalties(w)
+            return ("try", d, s_list, e, D, F0)
+
+    def _direction(self, c, w, g):
+        """Newton direction on the active features (with the orientation check):
+        ``(d, decrement, pseudo-gradient)``."""
+        d = np.zeros_like(w)
+        while True:
+            A = self.A[:, c]
+            gt = g.copy()
+            if self.l1 > 0:
+                nz = w != 0
+                gt += np.where(nz, self.pen * np.sign(w), -self.pen * np.sign(g))
+            idx = self.amap[A, c]
+            HAA = self.H[c, 0][np.ix_(idx, idx)]
+            HAA[np.diag_indices_from(HAA)] += self.reg[A]
+            dA = _solve(HAA, -gt[A])
+            d[:] = 0.0
+            d[A] = dA
+            if self.l1 == 0:
+                break
+            bad = A & (w == 0) & (d * g >= 0) & (self.pen > 0)
+            if not bad.any():
+                break
+            self.A[:, c] &= ~bad
+            self.blocked[:, c] |= bad
+        return d, float(-gt[self.A[:, c]] @ d[self.A[:, c]]), gt
+
+
+def _solve(H, r):
+    """``H⁻¹ r`` by Cholesky, with a growing ridge if ``H`` is not numerically positive
+    definite."""
+    if len(r) == 0:
+        return r.copy()
+    ridge = 0.0
+    scale = max(float(np.trace(H)) / len(r), 1e-300)
+    for _ in range(12):
+        try:
+            f = scipy.linalg.cho_factor(H + ridge * np.eye(len(r)), lower=True,
+                                        check_finite=False)
+            return scipy.linalg.cho_solve(f, r, check_finite=False)
+        except np.linalg.LinAlgError:
+            ridge = scale * (1e-10 if ridge == 0 else ridge / scale * 100)
+    return np.linalg.lstsq(H, r, rcond=None)[0]
+
+
+def linesearch_l1(w, d, b, a, pen):
+    """``argmin_{s ≥ 0} a s² + b s + Σ_j pen_j |w_j + s d_j|`` (spec §3.4, ``a > 0``):
+    ``(s, Z)`` with ``Z`` the coordinates whose breakpoint is the minimizer (set them to 0
+    exactly)."""
+    empty = np.zeros(0, dtype=np.int64)
+    sgn0 = np.where(w != 0, np.sign(w), np.sign(d))
+    slope0 = b + float(pen @ (sgn0 * d))
+    if slope0 >= 0:
+        return 0.0, empty
+    K = np.flatnonzero((w != 0) & (d != 0) & (np.sign(w) != np.sign(d)) & (pen > 0))
+    if len(K) == 0:
+        return -slope0 / (2 * a), empty
+    sig = -w[K] / d[K]
+    order = np.argsort(sig, kind="stable")
+    sig, K = sig[order], K[order]
+    jump_i = pen[K] * np.abs(d[K])
+    values, first = np.unique(sig, return_index=True)
+    jumps = np.add.reduceat(jump_i, first)
+    jp = 2 * a * values + slope0 + 2 * np.cumsum(jumps)
+    jm = jp - 2 * jumps
+    k = int(np.searchsorted(jp >= 0, True))     # first group with j'(σ⁺) ≥ 0
+    if k < len(values) and jm[k] <= 0:
+        stop = first[k + 1] if k + 1 < len(first) else len(K)
+        return float(values[k]), K[first[k]:stop]
+    sl, sp = (0.0, slope0) if k == 0 else (float(values[k - 1]), float(jp[k - 1]))
+    return sl - sp / (2 * a), empty
+
+
+def _newton_block(block, views, args, acc):
+    """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
+    the Hessian's rows."""
+    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free = args
+    X = (block.indptr, block.indices, block.data)
+    n, k = block.n_rows, W.shape[1]
+    d = W.shape[0] - 1
+    U = np.empty((n, k))
+    csr_matmat(X, W, U)
+    U += B * W[d]
+    V = Ev = U
+    if trying:
+        V, Ev = np.empty((n, k)), np.empty((n, k))
+        csr_matmat(X, Dir, V)
+        V += B * Dir[d]
+        csr_matmat(X, E, Ev)
+        Ev += B * E[d]
+    L = plan[3].shape[1]
+    coef, h = np.empty((L, n, k)), np.empty((L, n, k))
+    newton_rows(block.y, (U, V, Ev), prob, plan,
+                (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
+                (coef, h))
+    g = acc["g"]
+    positive = block.y[:, None] == prob[0][None, :] if free else None
+    for lv in range(L):
+        csr_rmatmat_add(X, coef[lv], g[lv])
+        g[lv, d] += B * coef[lv].sum(axis=0)
+        if free:
+            cp = np.where(positive, coef[lv], 0.0)
+            csr_rmatmat_add(X, cp, acc["gpos"][lv])
+            acc["gpos"][lv, d] += B * cp.sum(axis=0)
+    longest = int(np.diff(block.indptr).max(initial=0)) + 1
+    newton_hess_add(X, unit, B, h, cutoff, amap,
+                    (np.empty(longest, np.int64), np.empty(longest)), acc["H"])

@@ -1,0 +1,224 @@
+"""``newton`` (spec_000): the smoothed-hinge kernel, the ℓ1 line search, the pass's gradient
+and Hessian, the optimum against LIBLINEAR, the ℓ1 path, fused against unfused passes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from streamsvm._train import train
+from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
+from streamsvm.io import InMemoryStore
+from streamsvm.kernels._newton import smooth_hinge
+from streamsvm.solvers.newton import linesearch_l1
+
+from ..conftest import shared_dataset
+from .test_dcd import liblinear_objective, primal
+
+sk = pytest.importorskip("sklearn.datasets")
+
+
+def _load(name, n=None, n_features=None):
+    X, y = sk.load_svmlight_file(str(shared_dataset(name)), n_features=n_features)
+    X = sp.csr_matrix(X)
+    return (X[:n], y[:n]) if n else (X, y)
+
+
+def _fit(X, y, chunk_rows=500, **kw):
+    kw.setdefault("max_passes", 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return train(InMemoryStore(X, y, chunk_rows=chunk_rows), solver="newton", **kw)
+
+
+# -- spec §8.1: the smoothed hinge ------------------------------------------------------------
+
+def test_smooth_hinge_is_cancellation_free_and_its_derivatives_agree():
+    for alpha in (1e-10, 1e-4, 1.0, 10.0):
+        z = np.concatenate([-np.logspace(-12, 8, 60), [0.0], np.logspace(-12, 8, 60)])
+        out = np.empty((len(z), 3))
+        smooth_hinge(z, alpha, out)
+        j, j1, j2 = out.T
+        # exact in long double where no cancellation occurs: ½(z + √(α² + z²)), and for
+        # z < 0 the conjugate form ½α²/(√(α²+z²) − z), both with relative error ~1e-15
+        zl, al = z.astype(np.longdouble), np.longdouble(alpha)
+        r = np.sqrt(al * al + zl * zl)
+        with np.errstate(divide="ignore"):
+            exact = np.where(zl >= 0, 0.5 * (zl + r), 0.5 * al * al / (r - zl))
+        np.testing.assert_allclose(j, exact.astype(float), rtol=1e-13)
+        assert np.all(j > 0) and np.all(j - np.maximum(z, 0) <= alpha / 2 * (1 + 1e-12))
+        assert np.all((j1 >= 0) & (j1 <= 1)) and np.all(j2 > 0)
+    # j'' against finite differences of j', j' against those of j (moderate values)
+    z = np.linspace(-3, 3, 41)
+    h = 1e-6
+    for alpha in (0.1, 1.0):
+        out, lo, hi = (np.empty((len(z), 3)) for _ in range(3))
+        smooth_hinge(z, alpha, out)
+        smooth_hinge(z - h, alpha, lo)
+        smooth_hinge(z + h, alpha, hi)
+        np.testing.assert_allclose(out[:, 1], (hi[:, 0] - lo[:, 0]) / (2 * h), atol=1e-7)
+        np.testing.assert_allclose(out[:, 2], (hi[:, 1] - lo[:, 1]) / (2 * h), atol=1e-5)
+
+
+# -- spec §8.3: the ℓ1 line search ------------------------------------------------------------
+
+def _phi(s, w, d, b, a, pen):
+    return a * s * s + b * s + pen @ np.abs(w + s * d)
+
+
+def test_linesearch_l1_against_brute_force():
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        m = int(rng.integers(1, 12))
+        w = rng.normal(size=m) * (rng.random(m) < 0.7)
+        d = rng.normal(size=m) * (rng.random(m) < 0.9)
+        if trial % 5 == 0 and m > 1:        # ties: equal breakpoints
+            d[1] = d[0] * (w[1] / w[0]) if w[0] != 0 and w[1] != 0 else d[1]
+        a = float(rng.random() + 0.05)
+        b = float(rng.normal() * 3)
+        pen = np.full(m, float(rng.random() * 2))
+        s, Z = linesearch_l1(w, d, b, a, pen)
+        grid = np.linspace(0, 10, 20001)
+        vals = np.array([_phi(t, w, d, b, a, pen) for t in grid])
+        best = vals.min()
+        assert s >= 0
+        assert _phi(s, w, d, b, a, pen) <= best + 1e-9 * max(1.0, abs(best)), trial
+        for j in Z:                          # landed exactly on the breakpoint of j
+            assert abs(w[j] + s * d[j]) <= 1e-12 * max(1.0, abs(w[j]))
+
+
+def test_linesearch_l1_without_l1_is_the_newton_step_and_zero_when_not_descent():
+    w = np.array([1.0, -2.0, 0.0])
+    d = np.array([0.5, 1.0, -1.0])
+    s, Z = linesearch_l1(w, d, -4.0, 2.0, np.zeros(3))
+    assert s == 1.0 and len(Z) == 0
+    s, Z = linesearch_l1(w, d, 1.0, 2.0, np.zeros(3))
+    assert s == 0.0
+
+
+# -- spec §8.2: gradient and Hessian of one pass; chunk-size invariance -------------------------
+
+def test_first_pass_gradient_and_hessian_match_the_formulas_for_any_chunking():
+    from streamsvm.solvers.newton import NewtonSolver
+    from streamsvm.schedule import PassScheduler
+    X, y = _load("a9a/a9a", 300, 123)
+    Xb = sp.hstack([X, np.ones((X.shape[0], 1))]).tocsr()
+    z = 1.0 - y * 0.0                          # at w = 0
+    coef = 2 * np.maximum(z, 0) * y            # C = 1
+    g_ref = Xb.T @ coef
+    H_ref = (Xb.T @ sp.diags(2.0 * (z > 0)) @ Xb).toarray()
+    results = []
+    for chunk_rows in (1, 37, 300):
+        solver = NewtonSolver()
+        sched = PassScheduler(InMemoryStore(X, y, chunk_rows=chunk_rows), memory="64MB")
+        solver.check_store(sched.store)
+        solver.start(sched)
+        solver.step(sched)
+        np.testing.assert_allclose(solver.gl[0, :, 0], g_ref, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(solver.H[0, 0], H_ref, rtol=1e-12, atol=1e-9)
+        assert solver.primal[0] == pytest.approx(X.shape[0])   # loss 1 per row at w = 0
+        results.append((solver.gl[0, :, 0].copy(), solver.H[0, 0].copy()))
+        sched.close()
+    for g, H in results[1:]:
+        np.testing.assert_allclose(g, results[0][0], rtol=1e-13, atol=1e-12)
+        np.testing.assert_allclose(H, results[0][1], rtol=1e-13, atol=1e-12)
+
+
+# -- spec §8.4: the optimum ------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["a9a/a9a", "mushrooms/mushrooms"])
+def test_l2_optimum_matches_liblinear(name):
+    X, y = _load(name, n_features=123 if name.startswith("a9a") else None)
+    y = np.where(y == y.max(), 1.0, -1.0)
+    model, res = _fit(X, y, chunk_rows=4096, tol=1e-6)
+    assert res.converged and res.stop_value <= 1e-6
+    ref, _, _ = liblinear_objective(X, y, 1.0, "squared_hinge")
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "squared_hinge")
+    assert ours <= ref * (1 + 1e-6), (ours, ref)
+    assert res.passes <= 1.5 * res.n_iter + 1          # about one pass per Newton step
+
+
+def _prox_reference(X, y, rho, iters=20000):
+    """Accelerated proximal gradient (FISTA) on ½‖w‖² + ρ‖w‖₁ + Σ max(0, 1 − y xᵀw)²
+    (no bias): a slow but independent reference."""
+    Xd = X.toarray()
+    L = 1.0 + 2.0 * np.linalg.norm(Xd, 2) ** 2
+    w = v = np.zeros(Xd.shape[1])
+    t = 1.0
+    for _ in range(iters):
+        z = np.maximum(0.0, 1.0 - y * (Xd @ v))
+        grad = v - 2.0 * Xd.T @ (y * z)
+        u = v - grad / L
+        w_new = np.sign(u) * np.maximum(np.abs(u) - rho / L, 0.0)
+        t_new = 0.5 * (1 + np.sqrt(1 + 4 * t * t))
+        v = w_new + (t - 1) / t_new * (w_new - w)
+        w, t = w_new, t_new
+    z = np.maximum(0.0, 1.0 - y * (Xd @ w))
+    return w, 0.5 * w @ w + rho * np.abs(w).sum() + z @ z
+
+
+def test_l1_zero_model_at_rho_max_and_sparse_optimum_below():
+    X, y = _load("a9a/a9a", 400, 123)
+    rho_max = float(np.abs(X.T @ (2.0 * y)).max())     # the gradient at w = 0 (no bias)
+    model, res = _fit(X, y, l1=rho_max * 1.001, bias=0.0)
+    assert res.converged and np.all(model.coef == 0)
+    model, res = _fit(X, y, l1=rho_max * 0.9, bias=0.0, tol=1e-8)
+    assert res.converged and np.count_nonzero(model.coef) >= 1
+    rho = 0.02 * rho_max
+    model, res = _fit(X, y, l1=rho, bias=0.0, tol=1e-8)
+    assert res.converged
+    w_ref, f_ref = _prox_reference(X, y, rho)
+    w = model.coef[0]
+    z = np.maximum(0.0, 1.0 - y * (X @ w))
+    f = 0.5 * w @ w + rho * np.abs(w).sum() + z @ z
+    assert f <= f_ref * (1 + 1e-7)
+    assert 0 < np.count_nonzero(w) < X.shape[1] // 2    # sparse
+    assert set(np.flatnonzero(w)) == set(np.flatnonzero(np.abs(w_ref) > 1e-6))
+    # KKT of the ℓ1 problem at the model: |g_j| ≤ ρ at zeros, g_j = −ρ sign(w_j) elsewhere
+    g = w - 2.0 * X.T @ (y * z)
+    zero = w == 0
+    assert np.all(np.abs(g[zero]) <= rho * (1 + 1e-6))
+    np.testing.assert_allclose(g[~zero], -rho * np.sign(w[~zero]), atol=1e-4 * rho)
+
+
+# -- spec §8.6: fused and unfused passes --------------------------------------------------
+
+def test_fused_and_unfused_passes_make_the_same_iterates():
+    X, y = _load("a9a/a9a", 2000, 123)
+    fused, rf = _fit(X, y, tol=1e-6)
+    plain, rp = _fit(X, y, tol=1e-6, fused=False)
+    np.testing.assert_array_equal(fused.coef, plain.coef)
+    np.testing.assert_array_equal(fused.intercept, plain.intercept)
+    assert rf.n_iter == rp.n_iter
+    # unfused: the first evaluation, then a trial pass and an evaluation pass per step;
+    # fused: the evaluation rides on the trial pass when its first trial is accepted
+    assert rp.passes == 1 + 2 * rp.n_iter
+    assert rf.passes == 1 + rf.n_iter
+
+
+def test_one_vs_rest_and_free_bias_certify():
+    X, y = _load("dna/dna.scale")
+    model, res = _fit(X, y, tol=1e-3)
+    assert res.converged and res.stop_value <= 1e-3 and model.coef.shape[0] == 3
+    X, y = _load("a9a/a9a", 1500, 123)
+    free, res = _fit(X, y, free_bias=True, tol=1e-4)
+    assert res.converged
+    reg, _ = _fit(X, y, tol=1e-4)
+    assert free.intercept[0] != reg.intercept[0]
+    # the free bias is not in the objective: a shifted intercept only changes the loss
+    w, b = free.coef[0], free.intercept[0]
+    loss = lambda b_: float(np.sum(np.maximum(0, 1 - y * (X @ w + b_)) ** 2))  # noqa: E731
+    assert loss(b) <= min(loss(b + 1e-3), loss(b - 1e-3))
+
+
+def test_refuses_what_it_cannot_train():
+    X, y = _load("a9a/a9a", 100, 123)
+    with pytest.raises(InvalidParameterError, match="'loss'"):
+        _fit(X, y, loss="hinge")
+    with pytest.raises(InvalidParameterError, match="free_bias"):
+        _fit(X, y, free_bias=True, bias=0.0)
+    with pytest.raises(InvalidParameterError, match="max_dense"):
+        _fit(X, y, max_dense=50)
