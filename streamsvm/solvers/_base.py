@@ -27,7 +27,8 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 
-__all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARAMS"]
+__all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARAMS", "C_PARAM",
+           "BIAS_PARAM", "CLASS_WEIGHT_PARAM"]
 
 SOLVERS: dict[str, type] = {}
 
@@ -155,6 +156,15 @@ COMMON_PARAMS = (
           "ConvergenceWarning (one more read-only pass then certifies the model returned)",
           low=0.0, low_open=True),
 )
+
+
+#: Parameters of the problem that several solvers share, declared once.
+C_PARAM = Param("C", "float", 1.0, "cost of each row's loss (LIBLINEAR -c)", low=0.0,
+                low_open=True, flag="-C")
+BIAS_PARAM = Param("bias", "float", 1.0, "value of the constant bias feature (LIBLINEAR -B); "
+                   "0 for no bias", low=0.0)
+CLASS_WEIGHT_PARAM = Param("class_weight", "class_weight", None, "per-class multiplier of C "
+                           "(LIBLINEAR -wi), or 'balanced'")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -52,7 +52,8 @@ import numpy as np
 from ..kernels._dcd import dcd_check, dcd_estimate, dcd_sweep, dcd_terms_add
 from ..problem import LOSSES, Problem
 from ..schedule import Accumulator
-from ._base import COMMON_PARAMS, Param, Solver, register
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
+                    register)
 from ._dcd_ram import PerClass, RamSlab
 
 __all__ = ["DCDSolver"]
@@ -67,15 +68,12 @@ class DCDSolver(Solver):
     summary = ("dual coordinate descent (LIBLINEAR -s 3/-s 1) with shrinking; out of core, "
                "the active rows go to a disk slab and then to RAM")
     params = (
-        Param("C", "float", 1.0, "cost of each row's loss (LIBLINEAR -c)", low=0.0,
-              low_open=True, flag="-C"),
+        C_PARAM,
         Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1, "
               "hinge = -s 3", choices=LOSSES),
-        Param("bias", "float", 1.0, "value of the constant bias feature (LIBLINEAR -B); "
-              "0 for no bias", low=0.0),
+        BIAS_PARAM,
         *COMMON_PARAMS,
-        Param("class_weight", "class_weight", None, "per-class multiplier of C (LIBLINEAR "
-              "-wi), or 'balanced'"),
+        CLASS_WEIGHT_PARAM,
         Param("shrinking", "bool", True, "LIBLINEAR's shrinking of rows at a bound"),
         Param("slab", "bool", True, "compact the active rows into RAM when they fit"),
         Param("disk_slab", "bool", True, "copy the active rows to scratch files once they "

@@ -54,7 +54,8 @@ from ..kernels import csr_matmat, csr_rmatmat_add
 from ..kernels._newton import newton_hess_add, newton_rows
 from ..problem import Problem
 from ..schedule import Accumulator
-from ._base import COMMON_PARAMS, Param, Solver, register
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
+                    register)
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
 
@@ -71,19 +72,16 @@ class NewtonSolver(Solver):
     summary = ("Newton's method on the squared hinge (LIBLINEAR -s 2's problem) with an "
                "optional l1 term and its active set: about one pass per Newton step")
     params = (
-        Param("C", "float", 1.0, "cost of each row's loss (LIBLINEAR -c)", low=0.0,
-              low_open=True, flag="-C"),
+        C_PARAM,
         Param("loss", "choice", "squared_hinge", "squared_hinge (LIBLINEAR -s 2's problem); "
               "the smoothed hinge is not offered yet (module doc)", choices=("squared_hinge",)),
-        Param("bias", "float", 1.0, "value of the constant bias feature (LIBLINEAR -B); "
-              "0 for no bias", low=0.0),
+        BIAS_PARAM,
         Param("l1", "float", 0.0, "weight rho of the l1 term rho*||w||_1 (0: l2 only); w = 0 "
               "once rho >= max_j |2 sum_i C_i y_i x_ij| (no bias)", low=0.0),
         Param("free_bias", "bool", False, "an unregularized intercept instead of the "
               "regularized constant feature"),
         *COMMON_PARAMS,
-        Param("class_weight", "class_weight", None, "per-class multiplier of C (LIBLINEAR "
-              "-wi), or 'balanced'"),
+        CLASS_WEIGHT_PARAM,
         Param("max_dense", "int", 4096, "most Hessian columns per model (active features + "
               "bias); the Hessian covers every feature when n_features + 1 fits", low=2),
         Param("fused", "bool", True, "one pass per Newton step (the Armijo trials and the next "
@@ -145,12 +143,11 @@ class NewtonSolver(Solver):
         self.csum = np.zeros(k)
         self.primal, self.dual, self.gap = np.zeros(k), np.zeros(k), np.full(k, np.inf)
         self.steps = 0
-        self.exact = True
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "fs", "gl", "H", "loss_true", "csum", "primal", "dual",
                     "gap")
-    state_values = ("steps", "exact")
+    state_values = ("steps",)
 
     @property
     def n_iter(self) -> int:
@@ -167,7 +164,6 @@ class NewtonSolver(Solver):
             return self._entry("eval")
         res, E = self._pass(sched, requests)
         kind = "try" if any(r[0] == "try" for r in requests.values()) else "eval"
-        self.exact = True
         for c, r in requests.items():
             if r[0] == "eval":
                 self._absorb(c, res, E)
@@ -181,13 +177,12 @@ class NewtonSolver(Solver):
             res, E = self._pass(sched, {c: ("eval",) for c in stale})
             for c in stale:
                 self._absorb(c, res, E)
-        self.exact = True
         return self._entry("eval")
 
     def _entry(self, kind) -> dict:
         return {"kind": kind, "primal": float(self.primal.sum()),
                 "dual": float(self.dual.sum()), "gap": float(self.gap.max()),
-                "exact": bool(self.exact and self.valid.all()),
+                "exact": bool(self.valid.all()),
                 "active": int((self.W[:-1] != 0).any(axis=1).sum())}
 
     # -- the pass ---------------------------------------------------------------------
@@ -246,7 +241,7 @@ class NewtonSolver(Solver):
         self.csum[c] = res["csum"][c]
         self.valid[c] = True
         w = E[:, c]
-        primal = 0.5 * float(self.reg @ (w * w)) + float(self.pen @ np.abs(w)) + res["loss"][c]
+        primal = self._penalties(w) + res["loss"][c]
         duals = [self._dual(c, lv, res) for lv in range(self.L)]
         self.primal[c], self.dual[c] = primal, max(duals)
         self.gap[c] = (primal - self.dual[c]) / max(abs(primal), 1e-300)
@@ -300,7 +295,6 @@ class NewtonSolver(Solver):
             self._absorb(c, res, E)
         else:                                  # the next pass evaluates the new iterate
             self.valid[c] = False
-            self.exact = False
 
     def _penalties(self, w) -> float:
         return 0.5 * float(self.reg @ (w * w)) + float(self.pen @ np.abs(w))
