@@ -157,3 +157,4 @@ def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
                         pt = posb[t]
                         if pt <= ps:
                             H[ps, pt] += vs * valb[t]
+

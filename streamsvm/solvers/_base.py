@@ -269,6 +269,9 @@ class Solver(abc.ABC):
         """An exact certificate of the current model (at ``max_passes``, when the last
         iteration's was an estimate): an iteration dict as :meth:`step`'s."""
 
+    #: The solver's own numbers in each history entry (keys of :meth:`step`'s dict).
+    history_extras: tuple = ()
+
     #: Attributes a checkpoint holds: arrays (restored in place) and JSON-able values.
     state_arrays: tuple = ()
     state_values: tuple = ()

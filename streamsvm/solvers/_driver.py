@@ -23,6 +23,8 @@ log line per iteration and the history, one entry per outer iteration with the k
     rows (or features) the solver still works on
 ``mb_read``, ``kernel_seconds``, ``wait_seconds``
     decoded MB read, seconds inside kernels and seconds waiting for data, in the iteration
+
+plus the solver's own numbers named in ``Solver.history_extras`` (floats, checkpointed too).
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ def _iterate(solver, sched, r, step, t0, callback, bar) -> None:
              "active": int(out["active"]), "mb_read": sched.mb_read - before[1],
              "kernel_seconds": sched.kernel_seconds - before[2],
              "wait_seconds": sched.wait_seconds - before[3]}
+    for key in solver.history_extras:
+        entry[key] = float(out[key])
     r.history.append(entry)
     if entry["exact"] and entry["gap"] <= solver.tol:
         r.done = r.converged = True
@@ -163,7 +167,7 @@ def _save(solver, sched, r, t0, checkpoint) -> None:
     arrays, meta = solver.state_dict()
     out = {f"solver.{k}": v for k, v in arrays.items()}
     out.update({f"state.{name}": st.to_array() for name, st in sched.states.items()})
-    out.update(_history_to_arrays(r.history))
+    out.update(_history_to_arrays(r.history, solver.history_extras))
     r.saved_passes = sched.passes
     r.saved_time = time.monotonic()
     checkpoint(out, {"solver": solver.name, "version": _CHECKPOINT_VERSION,
@@ -183,34 +187,34 @@ def _restore(solver, sched, r, arrays: dict, meta: dict) -> None:
     sched.load_state_dict(meta["sched"])
     solver.load_state_dict({k[len("solver."):]: v for k, v in arrays.items()
                             if k.startswith("solver.")}, meta["solver_meta"])
-    r.history = _history_from_arrays(arrays, meta["kinds"])
+    r.history = _history_from_arrays(arrays, meta["kinds"], solver.history_extras)
     d = meta["driver"]
     r.done, r.converged = bool(d["done"]), bool(d["converged"])
     r.saved_passes = float(d["saved_passes"])
     r.seconds0 = float(d["seconds"])
 
 
-def _history_to_arrays(history: list) -> dict:
+def _history_to_arrays(history: list, extras=()) -> dict:
     """The history as numeric columns (cheap to checkpoint every pass)."""
     kinds = sorted({h["kind"] for h in history})
     out = {f"history.{k}": np.array([h[k] for h in history], dtype=np.float64)
-           for k in _FLOAT_KEYS}
+           for k in _FLOAT_KEYS + tuple(extras)}
     out["history.active"] = np.array([h["active"] for h in history], dtype=np.int64)
     out["history.exact"] = np.array([h["exact"] for h in history], dtype=bool)
     out["history.kind"] = np.array([kinds.index(h["kind"]) for h in history], dtype=np.int32)
     return out
 
 
-def _history_from_arrays(arrays: dict, kinds: list) -> list:
+def _history_from_arrays(arrays: dict, kinds: list, extras=()) -> list:
     n = len(arrays["history.kind"])
     rows = []
     for j in range(n):
         h = {"iteration": j + 1, "kind": kinds[int(arrays["history.kind"][j])]}
-        for k in _FLOAT_KEYS:
+        for k in _FLOAT_KEYS + tuple(extras):
             h[k] = float(arrays[f"history.{k}"][j])
         h["exact"] = bool(arrays["history.exact"][j])
         h["active"] = int(arrays["history.active"][j])
-        rows.append({k: h[k] for k in HISTORY_KEYS})
+        rows.append({k: h[k] for k in HISTORY_KEYS + tuple(extras)})
     return rows
 
 
