@@ -67,8 +67,6 @@ One-vs-rest: every model shares each pass; a model whose gap reaches ``tol`` sto
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import scipy.linalg
 import scipy.optimize
@@ -358,7 +356,7 @@ class NewtonSolver(Solver):
                 v = vpos + (sp / sn) * (v - vpos) if sn > 0 else vpos
                 sb = 2.0 * sp
             v[-1] = 0.0
-        soft = np.maximum(np.abs(v[:-1]) - self.l1, 0.0)
+        soft = _soft(v[:-1], self.l1)
         dual = sb - 0.5 * float(soft @ soft) - 0.5 * self.reg[-1] * v[-1] ** 2
         # squared hinge: Σ β_i²/(4C_i) = Σ C_i max(0, z_i)², the loss at E
         return dual - res["loss"][c] if self.sq else dual
@@ -390,7 +388,6 @@ class NewtonSolver(Solver):
         Xs = scipy.sparse.csr_matrix((data.astype(np.float64), indices, indptr),
                                      shape=(sl.n_rows, d))
         Xs = scipy.sparse.hstack([Xs, np.full((sl.n_rows, 1), B)], format="csr")
-        t0 = time.perf_counter()
         for c in np.flatnonzero(near.any(axis=0)):
             # only at the model's iterate once its level is solved (not at a rejected
             # first trial: the partition of a poor iterate makes a poor bound)
@@ -403,23 +400,12 @@ class NewtonSolver(Solver):
             z = 1.0 - Z @ E[:, c]
             jz = np.empty((len(r), 3))
             smooth_hinge(z, float(self.alpha[c]), jz)
-            u, pen = res["u"][:, c], self.pen
-
-            def fg(a):                         # −D restricted to the rows r, and its gradient
-                w = _soft(u + Z.T @ a, pen)
-                return 0.5 * float(w @ w) - float(a.sum()), Z @ w - 1.0
-
-            opt = scipy.optimize.minimize(
-                fg, Cc * jz[:, 1], jac=True, method="L-BFGS-B",
-                bounds=scipy.optimize.Bounds(np.zeros(len(r)), Cc),
-                options={"maxiter": _POLISH_ITERS, "ftol": 1e-15, "gtol": 1e-12})
-            a = np.clip(opt.x, 0.0, Cc)
-            w = _soft(u + Z.T @ a, pen)
-            self.polish_visits += int(opt.nfev) * len(r)
+            a, w, nfev = sched.run(_polish_dual, Z, res["u"][:, c], self.pen, Cc * jz[:, 1],
+                                   Cc)
+            self.polish_visits += nfev * len(r)
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
             self.cand[:, c] = w
             self.cand_live[c] = True
-        sched.kernel_seconds += time.perf_counter() - t0
         self.polishes += 1
         self.rows.leave_ram()
 
@@ -547,6 +533,20 @@ def _soft(v, pen):
     """``sign(v)·max(|v| − pen, 0)``: the weights of the dual point ``v`` (ℓ1: soft
     thresholding)."""
     return np.sign(v) * np.maximum(np.abs(v) - pen, 0.0)
+
+
+def _polish_dual(Z, u, pen, a0, Cc):
+    """``max_a D(a) = Σ a_i − ½‖soft(u + Zᵀa, pen)‖²`` over ``0 ≤ a ≤ Cc`` by L-BFGS-B from
+    ``a0`` (rows of ``Z``: ``y_i x̄_i``): ``(a, soft(u + Zᵀa), function evaluations)``."""
+    def fg(a):                                 # −D and its gradient
+        w = _soft(u + Z.T @ a, pen)
+        return 0.5 * float(w @ w) - float(a.sum()), Z @ w - 1.0
+
+    opt = scipy.optimize.minimize(
+        fg, a0, jac=True, method="L-BFGS-B", bounds=scipy.optimize.Bounds(np.zeros(len(a0)), Cc),
+        options={"maxiter": _POLISH_ITERS, "ftol": 1e-15, "gtol": 1e-12})
+    a = np.clip(opt.x, 0.0, Cc)
+    return a, _soft(u + Z.T @ a, pen), int(opt.nfev)
 
 
 def _solve(H, r):
