@@ -239,6 +239,12 @@ def test_hinge_optimum_matches_liblinear(name):
     assert abs(res.history[-1]["primal"] - ours) <= 1e-9 * ours
     last = res.history[-1]
     assert 0 < last["alpha"] < 1 and last["smoothing_bound"] > 0
+    # a new smoothing level rides on the pass that solved the last one (speculated): the
+    # level changes cost no evaluation pass of their own
+    assert res.passes <= 1.5 * res.n_iter, (res.passes, res.n_iter)
+    levels = [e["alpha"] for e in res.history]
+    changed = [i for i in range(1, len(levels)) if levels[i] < levels[i - 1]]
+    assert any(res.history[i]["kind"] == "try" for i in changed)
 
 
 def test_hinge_certifies_where_dual_cd_crawls():
