@@ -28,6 +28,16 @@ Once a level is solved, the zero weights with ``|g_j| > ρ`` join ``A``. With ``
 feature is active from the start. Hessian rows whose curvature is below 1e-6 of the peak
 ``C/(2α)`` are skipped; blocks denser than 25% build the Hessian by BLAS.
 
+Hessian-free (``hessian="cg"``; ``auto`` picks it when ``n_features + 1 > max_dense`` and
+ρ = 0, where a dense Hessian would not fit): no Hessian is summed. Each evaluation pass keeps
+the rows whose curvature ``C_i j''(z_i)`` is above the cutoff as resident rows in RAM, with
+their curvatures (a per-row state), and sums the Hessian's diagonal. The Newton system is
+then solved by conjugate gradient preconditioned by that diagonal, to a relative residual
+of 0.1, its Hessian-vector products over the resident rows: a CG iteration is not a pass.
+The rows stay in RAM until the next pass (and are recorded in checkpoints). When they do
+not fit the memory budget, the step is a Jacobi step ``−g / (1 + diag H)`` that Armijo
+scales. The next smoothing level is not speculated in this mode (one level's rows only).
+
 Passes (spec §4.2, ``fused=True``): one pass evaluates, for every model still training,
 the objective at all Armijo trials ``s, s/2, …, s/2⁷`` of its step (one pass answers the
 whole halving loop), and at the first trial (speculatively the next iterate) the gradient,
@@ -106,6 +116,8 @@ _POLISH_ITERS = 500     # most L-BFGS-B iterations of one polish (with l1)
 _POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2), then L-BFGS-B
 _POLISH_EPS = 1e-4      # ... which stop at this projected-gradient spread
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
+_CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
+_CG_ITERS = 250         # ... in at most this many Hessian-vector products (resident rows)
 _SPECULATE = 30.0       # the next level is speculated when dec < this × the level's threshold
 
 
@@ -130,6 +142,11 @@ class NewtonSolver(Solver):
         CLASS_WEIGHT_PARAM,
         Param("max_dense", "int", 4096, "most Hessian columns per model (active features + "
               "bias); the Hessian covers every feature when n_features + 1 fits", low=2),
+        Param("hessian", "choice", "auto", "dense: the Newton system by Cholesky of the "
+              "Hessian on max_dense columns at most; cg: Hessian-free, conjugate gradient "
+              "over the rows with curvature kept in RAM as resident rows (for wide data); "
+              "auto: dense when n_features + 1 <= max_dense or l1 > 0, else cg",
+              choices=("auto", "dense", "cg")),
         Param("alpha0", "float", 1.0, "hinge: first smoothing level alpha of j_alpha(z) = "
               "(z + sqrt(alpha^2 + z^2))/2", low=0.0, low_open=True),
         Param("alpha_factor", "float", 4.0, "hinge: alpha <- alpha/alpha_factor once a level "
@@ -151,15 +168,19 @@ class NewtonSolver(Solver):
                        bias_mode="free" if self.free_bias else "regularized", l1=self.l1,
                        layout="binary" if store.task == "binary" else "ovr")
 
+    def _uses_cg(self, n_features) -> bool:
+        if self.hessian != "auto":
+            return self.hessian == "cg"
+        return self.l1 == 0 and n_features + 1 > self.max_dense
+
     def check_store(self, store) -> None:
         if self.free_bias and not self.bias:
             raise InvalidParameterError("free_bias=True needs a bias feature: bias must be > 0")
-        if self.l1 == 0 and store.n_features + 1 > self.max_dense:
+        if self.hessian == "dense" and self.l1 == 0 and store.n_features + 1 > self.max_dense:
             raise InvalidParameterError(
                 f"newton with l1=0 keeps every feature active: its Hessian would have "
                 f"{store.n_features + 1} columns, more than max_dense={self.max_dense}; raise "
-                f"max_dense (k·(n_features+1)²·8 bytes) or use dcd "
-                f"(newton's Hessian-free mode for wide data is not built)")
+                f"max_dense (k·(n_features+1)²·8 bytes) or use hessian='cg' (or 'auto')")
 
     # -- setup -------------------------------------------------------------------------
     def start(self, sched) -> None:
@@ -169,11 +190,13 @@ class NewtonSolver(Solver):
         d = self.d = sched.n_features
         D1 = d + 1
         self.sq = self.loss == "squared_hinge"
-        self.full_h = D1 <= self.max_dense
-        self.a = D1 if self.full_h else self.max_dense
+        self.cg = self._uses_cg(d)
+        self.full_h = D1 <= self.max_dense and not self.cg
+        self.a = 1 if self.cg else D1 if self.full_h else self.max_dense
         # smoothing levels per evaluation (kernels/_newton.py): the hinge speculates the
         # next level α/β in every pass, unless its second Hessian does not fit the budget
-        self.L = 1 if self.sq else 2
+        # (or there is none: cg works from the rows of one level)
+        self.L = 1 if self.sq or self.cg else 2
         while True:
             try:
                 sched.check_budget("newton", {"the models, gradients and Hessians":
@@ -216,6 +239,7 @@ class NewtonSolver(Solver):
         self.H = np.zeros((k, L, self.a, self.a))     # Σ C_i j''_α x̄_A x̄_Aᵀ (symmetric)
         self.loss_true = np.zeros(k)
         self.csum = np.zeros(k)
+        self.hdiag = np.zeros((D1, k))               # diag of Σ C_i j'' x̄_i x̄_iᵀ (cg)
         # the certificate: the best primal point evaluated and the best dual bound so far
         self.primal, self.dual, self.gap = np.full(k, np.inf), np.full(k, -np.inf), \
             np.full(k, np.inf)
@@ -226,17 +250,41 @@ class NewtonSolver(Solver):
         self.cand_live = np.zeros(k, dtype=bool)
         self.steps = self.polishes = self.polish_visits = 0
         self.n_rows = sched.n_rows
-        if self.polishing:
+        self._cg_rows = (0, {})
+        self.rows = None
+        if self.polishing or self.cg:
+            # resident rows: 1 = near the margin (the polish), 2 = with curvature (cg)
             self.near = sched.state("newton.near", np.uint8, width=k)
+            states = (self.near,)
+            if self.cg:                         # with each row's curvature per model
+                self.hrow = sched.state("newton.h", np.float32, width=k)
+                states += (self.hrow,)
             self.rows = sched.resident_rows(
-                self.near, (self.near,), extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + k,
+                self.near, states, extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + 5 * k + 16 * k,
                 fixed_bytes=self.W.nbytes * 8, ram=True, disk=False)
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "dec_ratio", "fs", "gl", "H", "loss_true",
-                    "csum", "primal", "dual", "gap", "Wbest", "cand", "cand_live")
+                    "csum", "hdiag", "primal", "dual", "gap", "Wbest", "cand", "cand_live")
     state_values = ("steps", "polishes", "polish_visits")
     history_extras = ("alpha", "smoothing_bound", "polish_passes")
+
+    def state_dict(self):
+        arrays, meta = super().state_dict()
+        if self.rows is not None:              # cg keeps its rows in RAM between steps
+            rows_arrays, meta["rows"] = self.rows.state_dict()
+            arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
+        return arrays, meta
+
+    def load_state_dict(self, arrays, meta) -> None:
+        super().load_state_dict(arrays, meta)
+        if self.rows is not None:
+            self.rows.load_state_dict({k[5:]: v for k, v in arrays.items()
+                                       if k.startswith("rows.")}, meta["rows"])
+
+    def close(self) -> None:
+        if getattr(self, "rows", None) is not None:
+            self.rows.close()
 
     @property
     def n_iter(self) -> int:
@@ -302,7 +350,8 @@ class NewtonSolver(Solver):
                 n_trials[c] = _TRIALS
                 if self.fused:
                     E[:, c] = e
-            self._set_amap(c)
+            if not self.cg:
+                self._set_amap(c)
         alphas = np.repeat(self.alpha[:, None], L, axis=1)
         if self.sq:                             # every row with z_i > 0 has curvature 2C_i
             cutoff = np.zeros((k, L))
@@ -326,12 +375,16 @@ class NewtonSolver(Solver):
             band = np.where(live & (self.alpha <= self.band / 2), self.band, -1.0)
             polish = (band, self.cand.copy(), self.cand_live.copy())
             acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
+        if self.cg:
+            acc["hdiag"] = Accumulator((D1, k))
+        hess = "cg" if self.cg else "full" if self.full_h else "active"
         args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
-                plan, self.amap, cutoff, self.free_bias, polish, self.full_h)
-        if polish is not None:
+                plan, self.amap, cutoff, self.free_bias, polish, hess)
+        if self.rows is not None:
             self.rows.leave_ram()
-            self.rows.collect_to = "ram" if (polish[0] >= 0).any() else None
-            res = sched.map_reduce(_newton_block, args=args, acc=acc, states=(self.near,),
+            self.rows.collect_to = "ram" if self.cg or (polish[0] >= 0).any() else None
+            states = (self.near, self.hrow) if self.cg else (self.near,)
+            res = sched.map_reduce(_newton_block, args=args, acc=acc, states=states,
                                    rows=self.rows)
             sched.finish_collect()
         else:
@@ -371,6 +424,8 @@ class NewtonSolver(Solver):
         self.H[c] = res["H"][c]
         self.loss_true[c] = res["loss"][c]
         self.csum[c] = res["csum"][c]
+        if self.cg:
+            self.hdiag[:, c] = res["hdiag"][:, c]
         self.valid[c] = True
         nxt = res["alphas"][c, -1]
         self.alpha_next[c] = nxt if nxt != self.alpha[c] else 0.0
@@ -416,7 +471,7 @@ class NewtonSolver(Solver):
         if not self.polishing or self.rows.ram is None:
             return
         sl = self.rows.ram
-        near = sl.local["newton.near"]
+        near = (sl.local["newton.near"] & 1).astype(bool)
         B, d = float(self.bias), self.d
         pos, Cp, Cn, _ = self.prob
         indptr, indices, data = sl.X
@@ -452,7 +507,8 @@ class NewtonSolver(Solver):
             self.cand[:, c] = w
             self.cand_live[c] = True
         self.polishes += 1
-        self.rows.leave_ram()
+        if not self.cg:                        # cg's directions use the rows until the next pass
+            self.rows.leave_ram()
 
     def _polish_cd(self, sched, sl, subs, u) -> dict:
         """The restricted hinge duals of the models in ``subs`` (ℓ2 only) by dual
@@ -580,8 +636,7 @@ class NewtonSolver(Solver):
                 return ("eval",)               # max_passes ends the run
             A = self.A[:, c]
             b = float(g[A] @ d[A])
-            idx = self.amap[A, c]
-            a = 0.5 * float(d[A] @ (self.reg[A] * d[A] + self.H[c, 0][np.ix_(idx, idx)] @ d[A]))
+            a = 0.5 * float(d[A] @ self._hess_vec(c, A)(d[A]))
             s, Z = linesearch_l1(w, d, b, a, self.pen)
             if s <= 0.0:                       # cannot happen after the orientation check
                 return ("eval",)
@@ -604,10 +659,13 @@ class NewtonSolver(Solver):
             if self.l1 > 0:
                 nz = w != 0
                 gt += np.where(nz, self.pen * np.sign(w), -self.pen * np.sign(g))
-            idx = self.amap[A, c]
-            HAA = self.H[c, 0][np.ix_(idx, idx)]
-            HAA[np.diag_indices_from(HAA)] += self.reg[A]
-            dA = _solve(HAA, -gt[A])
+            if self.cg:
+                dA = _pcg(self._hess_vec(c, A), -gt[A], self.reg[A] + self.hdiag[A, c])
+            else:
+                idx = self.amap[A, c]
+                HAA = self.H[c, 0][np.ix_(idx, idx)]
+                HAA[np.diag_indices_from(HAA)] += self.reg[A]
+                dA = _solve(HAA, -gt[A])
             d[:] = 0.0
             d[A] = dA
             if self.l1 == 0:
@@ -618,6 +676,70 @@ class NewtonSolver(Solver):
             self.A[:, c] &= ~bad
             self.blocked[:, c] |= bad
         return d, float(-gt[self.A[:, c]] @ d[self.A[:, c]]), gt
+
+
+    def _hess_vec(self, c, A):
+        """``v ↦ (reg + H)_AA v`` for model ``c`` at its cached evaluation: the dense
+        Hessian, or (cg) ``Σ h_i x̄_i x̄_iᵀ`` over the resident rows with curvature, or, when
+        they did not fit the memory budget, its diagonal (a Jacobi step)."""
+        reg = self.reg[A]
+        if not self.cg:
+            idx = self.amap[A, c]
+            HAA = self.H[c, 0][np.ix_(idx, idx)]
+            return lambda v: reg * v + HAA @ v
+        rows = self._curvature_rows(c)
+        if rows is None:
+            diag = reg + self.hdiag[A, c]
+            return lambda v: diag * v
+        Xc, hc = rows
+        Xa = Xc[:, np.flatnonzero(A)] if not A.all() else Xc
+        return lambda v: reg * v + Xa.T @ (hc * (Xa @ v))
+
+    def _curvature_rows(self, c):
+        """Model ``c``'s resident rows with curvature (cg): ``(x̄ rows, h)``, or None when
+        the pass could not keep them (memory budget)."""
+        sl = self.rows.ram
+        if sl is None:
+            return None
+        version, cache = self._cg_rows
+        if version != self.rows.ram_version:
+            cache = {}
+            self._cg_rows = (self.rows.ram_version, cache)
+        if c not in cache:
+            r = np.flatnonzero(sl.local["newton.near"][:, c] & 2)
+            indptr, indices, data = sl.X
+            vals = np.ones(len(indices)) if len(data) == 0 else data.astype(np.float64)
+            X = scipy.sparse.csr_matrix((vals, indices, indptr), shape=(sl.n_rows, self.d))
+            X = scipy.sparse.hstack([X[r], np.full((len(r), 1), float(self.bias))],
+                                    format="csr")
+            cache[c] = (X, sl.local["newton.h"][r, c].astype(np.float64))
+        return cache[c]
+
+
+def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
+    """``x ≈ H⁻¹ r`` by conjugate gradient preconditioned with ``diag`` (≈ diag H), to a
+    residual of ``rtol·‖r‖`` or ``maxiter`` products ``hv`` (Newton-CG: an inexact
+    direction is still one of descent, and Armijo takes care of its length)."""
+    x = np.zeros_like(r)
+    res = r.copy()
+    z = res / diag
+    p = z.copy()
+    rz = float(res @ z)
+    stop = rtol * float(np.linalg.norm(r))
+    for _ in range(maxiter):
+        if float(np.linalg.norm(res)) <= stop:
+            break
+        q = hv(p)
+        pq = float(p @ q)
+        if pq <= 0.0:
+            break
+        step = rz / pq
+        x += step * p
+        res -= step * q
+        z = res / diag
+        rz, rz_old = float(res @ z), rz
+        p = z + (rz / rz_old) * p
+    return x if x.any() else r / diag
 
 
 def _soft(v, pen):
@@ -688,7 +810,7 @@ def _newton_block(block, views, args, acc):
     """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
     the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
     collected), the sums over the rows past the band, and the candidates' losses."""
-    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, full = args
+    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, hess = args
     X = (block.indptr, block.indices, block.data)
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
@@ -716,7 +838,15 @@ def _newton_block(block, views, args, acc):
             cp = np.where(positive, coef[lv], 0.0)
             csr_rmatmat_add(X, cp, acc["gpos"][lv])
             acc["gpos"][lv, d] += B * cp.sum(axis=0)
-    if full and len(block.indices) > _DENSE_SHARE * n * d:
+    if hess == "cg":
+        # no Hessian: its diagonal (cg's preconditioner), and the rows with curvature kept
+        # (resident rows, with their curvatures), the polish's marks added below
+        vals = np.ones(len(block.indices)) if unit else block.data.astype(np.float64)
+        Xsq = (block.indptr, block.indices, vals * vals)
+        csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
+        acc["hdiag"][d] += B * B * h[0].sum(axis=0)
+        views[1][:] = h[0]
+    elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
         Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
@@ -732,13 +862,16 @@ def _newton_block(block, views, args, acc):
         longest = int(np.diff(block.indptr).max(initial=0)) + 1
         newton_hess_add(X, unit, B, h, cutoff, amap,
                         (np.empty(longest, np.int64), np.empty(longest)), acc["H"])
+    if hess == "cg":
+        views[0][:] = 2 * ((h[0] > 0.0) & (h[0] >= cutoff[None, :, 0]))
     if polish is not None:
         band, cand, cand_live = polish
         yk = np.where(positive, 1.0, -1.0)
         Ck = np.where(positive, prob[1][None, :], prob[2][None, :])
         z = 1.0 - yk * Ev
         on = band[None, :] >= 0
-        views[0][:] = on & (np.abs(z) <= band[None, :])
+        near = on & (np.abs(z) <= band[None, :])
+        views[0][:] = views[0] | near if hess == "cg" else near
         past = np.where(on & (z > band[None, :]), Ck, 0.0)
         coef_u = past * yk
         csr_rmatmat_add(X, coef_u, acc["u"])

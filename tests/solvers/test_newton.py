@@ -221,7 +221,7 @@ def test_refuses_what_it_cannot_train():
     with pytest.raises(InvalidParameterError, match="free_bias"):
         _fit(X, y, free_bias=True, bias=0.0)
     with pytest.raises(InvalidParameterError, match="max_dense"):
-        _fit(X, y, max_dense=50)
+        _fit(X, y, max_dense=50, hessian="dense")
 
 
 # -- the hinge: smoothing continuation, certified by the polish ------------------------------
@@ -273,3 +273,51 @@ def test_hinge_without_polish_or_with_l1_still_certifies_an_honest_gap():
     assert res.converged and np.all(model.coef == 0)
     model, res = _fit(X, y, l1=0.05 * rho_max, bias=0.0, tol=1e-3)
     assert res.converged and 0 < np.count_nonzero(model.coef) < X.shape[1]
+
+
+# -- Hessian-free: conjugate gradient over the resident rows with curvature -----------------
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_cg_reaches_the_dense_optimum_and_is_chosen_for_wide_data(loss):
+    X, y = _load("a9a/a9a", 3000, 123)
+    dense, rd = _fit(X, y, tol=1e-4, loss=loss, hessian="dense")
+    # 124 Hessian columns > max_dense: auto picks cg (it used to refuse)
+    cg, rc = _fit(X, y, tol=1e-4, loss=loss, max_dense=50)
+    assert rd.converged and rc.converged and rc.stop_value <= 1e-4
+    pd = primal(X, y, dense.coef[0], dense.intercept[0], 1.0, loss)
+    pc = primal(X, y, cg.coef[0], cg.intercept[0], 1.0, loss)
+    assert abs(pc - pd) <= 2e-4 * pd, (pc, pd)
+    assert rc.passes <= 2 * rc.n_iter + 2               # still about a pass per step
+
+
+def test_cg_without_room_for_its_rows_takes_jacobi_steps_and_stays_honest(monkeypatch):
+    from streamsvm.schedule import _resident
+    X, y = _load("a9a/a9a", 2000, 123)
+    monkeypatch.setattr(_resident.ResidentRows, "_ram_room", lambda self: 0)
+    model, res = _fit(X, y, tol=1e-2, hessian="cg", loss="squared_hinge", max_passes=60)
+    ref, _, _ = liblinear_objective(X, y, 1.0, "squared_hinge")
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "squared_hinge")
+    assert ours >= ref * (1 - 1e-9) and res.history[-1]["dual"] <= ref * (1 + 1e-9)
+    assert res.history[-1]["primal"] <= res.history[1]["primal"]
+
+
+def test_cg_kill_and_resume_is_bit_identical(tmp_path):
+    # cg keeps its rows in RAM from one step to the next: a checkpoint records them
+    X, y = _load("a9a/a9a", 1500, 123)
+    store = InMemoryStore(X, y, chunk_rows=300)
+    ref, ref_res = _fit(X, y, chunk_rows=300, hessian="cg", tol=1e-4)
+    for stop_after in (2, 5):
+        calls = {"n": 0}
+
+        def stop():
+            calls["n"] += 1
+            return calls["n"] >= stop_after
+        ckpt = tmp_path / f"ck{stop_after}"
+        with pytest.raises(KeyboardInterrupt):
+            train(store, solver="newton", hessian="cg", tol=1e-4, checkpoint=str(ckpt),
+                  should_stop=stop)
+        model, res = train(store, solver="newton", hessian="cg", tol=1e-4,
+                           checkpoint=str(ckpt), resume=True)
+        np.testing.assert_array_equal(model.coef, ref.coef)
+        np.testing.assert_array_equal(model.intercept, ref.intercept)
+        assert res.passes == ref_res.passes
