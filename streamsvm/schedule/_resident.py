@@ -375,6 +375,11 @@ class ResidentRows:
         s = self.sched
         return s.data_budget - s.state_bytes - s.inflight_bytes - self.fixed_bytes
 
+    def ram_room(self) -> int:
+        """Bytes a RAM slab may take now (the budget less the states, the blocks in
+        flight and the solver's fixed bytes)."""
+        return self._ram_room()
+
     def fits_ram(self) -> bool:
         rows, nbytes = self.kept()
         return 0 < nbytes + rows * self.extra_row_bytes <= self._ram_room()

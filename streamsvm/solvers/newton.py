@@ -93,7 +93,7 @@ import scipy.optimize
 import scipy.sparse
 
 from ..exceptions import InvalidParameterError
-from ..kernels import csr_matmat, csr_rmatmat_add
+from ..kernels import csr_matmat, csr_matvec, csr_rmatmat_add, csr_rmatvec_add
 from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
 from ..kernels._newton import newton_hess_add, newton_rows, smooth_hinge
@@ -117,7 +117,7 @@ _POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2)
 _POLISH_EPS = 1e-4      # ... which stop at this projected-gradient spread
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
 _CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
-_CG_ITERS = 250         # ... in at most this many Hessian-vector products (resident rows)
+_CG_ITERS = 50          # ... in at most this many Hessian-vector products (resident rows)
 _SPECULATE = 30.0       # the next level is speculated when dec < this × the level's threshold
 
 
@@ -251,6 +251,7 @@ class NewtonSolver(Solver):
         self.steps = self.polishes = self.polish_visits = 0
         self.n_rows = sched.n_rows
         self._cg_rows = (0, {})
+        self.sample_p = 1.0        # cg: the share of the rows with curvature kept (below)
         self.rows = None
         if self.polishing or self.cg:
             # resident rows: 1 = near the margin (the polish), 2 = with curvature (cg)
@@ -266,7 +267,7 @@ class NewtonSolver(Solver):
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "dec_ratio", "fs", "gl", "H", "loss_true",
                     "csum", "hdiag", "primal", "dual", "gap", "Wbest", "cand", "cand_live")
-    state_values = ("steps", "polishes", "polish_visits")
+    state_values = ("steps", "polishes", "polish_visits", "sample_p")
     history_extras = ("alpha", "smoothing_bound", "polish_passes")
 
     def state_dict(self):
@@ -376,10 +377,13 @@ class NewtonSolver(Solver):
             polish = (band, self.cand.copy(), self.cand_live.copy())
             acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
         if self.cg:
-            acc["hdiag"] = Accumulator((D1, k))
+            acc.update(hdiag=Accumulator((D1, k)), rowbytes=Accumulator(2))
         hess = "cg" if self.cg else "full" if self.full_h else "active"
+        sample = None
+        if self.cg:                # (share kept, bytes of a row's entry, bytes per row)
+            sample = (self.sample_p, self.rows.row_bytes, self.rows.extra_row_bytes)
         args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
-                plan, self.amap, cutoff, self.free_bias, polish, hess)
+                plan, self.amap, cutoff, self.free_bias, polish, (hess, sample))
         if self.rows is not None:
             self.rows.leave_ram()
             self.rows.collect_to = "ram" if self.cg or (polish[0] >= 0).any() else None
@@ -387,6 +391,10 @@ class NewtonSolver(Solver):
             res = sched.map_reduce(_newton_block, args=args, acc=acc, states=states,
                                    rows=self.rows)
             sched.finish_collect()
+            if self.cg:            # the next pass keeps a share that fits the RAM slab
+                curv, near = res["rowbytes"]
+                room = 0.7 * self.rows.ram_room() - near
+                self.sample_p = float(min(1.0, max(room, 0.0) / curv)) if curv > 0 else 1.0
         else:
             res = sched.map_reduce(_newton_block, args=args, acc=acc)
         res["alphas"] = alphas
@@ -476,10 +484,9 @@ class NewtonSolver(Solver):
         pos, Cp, Cn, _ = self.prob
         indptr, indices, data = sl.X
         if len(data) == 0:                     # a store of unit values
-            data = np.ones(len(indices))
-        Xs = scipy.sparse.csr_matrix((data.astype(np.float64), indices, indptr),
-                                     shape=(sl.n_rows, d))
-        Xs = scipy.sparse.hstack([Xs, np.full((sl.n_rows, 1), B)], format="csr")
+            data = np.ones(len(indices), np.float32)
+        # a view of the slab (no copy); each model copies its own rows below
+        Xs = scipy.sparse.csr_matrix((data, indices, indptr), shape=(sl.n_rows, d))
         # only at a model's iterate once its level is solved (not at a rejected first
         # trial: the partition of a poor iterate makes a poor bound)
         todo = [c for c in np.flatnonzero(near.any(axis=0))
@@ -489,7 +496,9 @@ class NewtonSolver(Solver):
             r = np.flatnonzero(near[:, c])
             yc = np.where(sl.y[r] == pos[c], 1.0, -1.0)
             Cc = np.where(yc > 0, Cp[c], Cn[c])
-            Z = scipy.sparse.diags(yc) @ Xs[r]              # rows y_i x̄_i
+            Z = scipy.sparse.hstack([Xs[r].astype(np.float64), np.full((len(r), 1), B)],
+                                    format="csr")
+            Z = scipy.sparse.diags(yc) @ Z                   # rows y_i x̄_i
             jz = np.empty((len(r), 3))
             smooth_hinge(1.0 - Z @ E[:, c], float(self.alpha[c]), jz)
             subs[c] = (r, Z, Cc, Cc * jz[:, 1])               # warm start: smoothed duals
@@ -687,17 +696,28 @@ class NewtonSolver(Solver):
             idx = self.amap[A, c]
             HAA = self.H[c, 0][np.ix_(idx, idx)]
             return lambda v: reg * v + HAA @ v
-        rows = self._curvature_rows(c)
-        if rows is None:
+        hc = self._curvature_rows(c)
+        if hc is None:
             diag = reg + self.hdiag[A, c]
             return lambda v: diag * v
-        Xc, hc = rows
-        Xa = Xc[:, np.flatnonzero(A)] if not A.all() else Xc
-        return lambda v: reg * v + Xa.T @ (hc * (Xa @ v))
+        X, B, d = self.rows.ram.X, float(self.bias), self.d
+        cols = np.flatnonzero(A)
+        t = np.empty(len(hc))
+
+        def hv(v):                             # in place on the slab's CSR: no copies
+            full = np.zeros(d + 1)
+            full[cols] = v
+            csr_matvec(X, full[:d], t)
+            t[:] = hc * (t + B * full[d])
+            out = np.zeros(d + 1)
+            csr_rmatvec_add(X, t, out[:d])
+            out[d] = B * t.sum()
+            return reg * v + out[cols]
+        return hv
 
     def _curvature_rows(self, c):
-        """Model ``c``'s resident rows with curvature (cg): ``(x̄ rows, h)``, or None when
-        the pass could not keep them (memory budget)."""
+        """Model ``c``'s curvature on each row of the RAM slab (cg; 0 on the rows kept
+        for other reasons), or None when the pass could not keep them (memory budget)."""
         sl = self.rows.ram
         if sl is None:
             return None
@@ -706,13 +726,8 @@ class NewtonSolver(Solver):
             cache = {}
             self._cg_rows = (self.rows.ram_version, cache)
         if c not in cache:
-            r = np.flatnonzero(sl.local["newton.near"][:, c] & 2)
-            indptr, indices, data = sl.X
-            vals = np.ones(len(indices)) if len(data) == 0 else data.astype(np.float64)
-            X = scipy.sparse.csr_matrix((vals, indices, indptr), shape=(sl.n_rows, self.d))
-            X = scipy.sparse.hstack([X[r], np.full((len(r), 1), float(self.bias))],
-                                    format="csr")
-            cache[c] = (X, sl.local["newton.h"][r, c].astype(np.float64))
+            local = sl.local
+            cache[c] = np.where(local["newton.near"][:, c] & 2, local["newton.h"][:, c], 0.0)
         return cache[c]
 
 
@@ -740,6 +755,17 @@ def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
         rz, rz_old = float(res @ z), rz
         p = z + (rz / rz_old) * p
     return x if x.any() else r / diag
+
+
+def _row_uniform(start, n):
+    """Uniform numbers in [0, 1) for the global rows ``start … start + n − 1``, a
+    function of the row id alone (SplitMix64's finalizer): the same rows are drawn for
+    any chunking, and after a resume."""
+    z = np.arange(start, start + n, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 def _soft(v, pen):
@@ -810,7 +836,7 @@ def _newton_block(block, views, args, acc):
     """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
     the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
     collected), the sums over the rows past the band, and the candidates' losses."""
-    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, hess = args
+    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
     X = (block.indptr, block.indices, block.data)
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
@@ -845,7 +871,6 @@ def _newton_block(block, views, args, acc):
         Xsq = (block.indptr, block.indices, vals * vals)
         csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
         acc["hdiag"][d] += B * B * h[0].sum(axis=0)
-        views[1][:] = h[0]
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
@@ -863,7 +888,18 @@ def _newton_block(block, views, args, acc):
         newton_hess_add(X, unit, B, h, cutoff, amap,
                         (np.empty(longest, np.int64), np.empty(longest)), acc["H"])
     if hess == "cg":
-        views[0][:] = 2 * ((h[0] > 0.0) & (h[0] >= cutoff[None, :, 0]))
+        # the rows with curvature; when they did not all fit the RAM slab last pass, a
+        # share p of them drawn by row id, their curvature weighted by 1/p (subsampled
+        # Newton-CG: an unbiased Hessian estimate)
+        p, row_bytes, extra = sample
+        curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
+        keep = curv
+        if p < 1.0:
+            keep = curv & (_row_uniform(block.row_start, n)[:, None] < p)
+        views[0][:] = 2 * keep
+        views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
+        nbytes = np.diff(block.indptr) * row_bytes + extra
+        acc["rowbytes"][0] += float(nbytes[curv.any(axis=1)].sum())
     if polish is not None:
         band, cand, cand_live = polish
         yk = np.where(positive, 1.0, -1.0)
@@ -872,6 +908,8 @@ def _newton_block(block, views, args, acc):
         on = band[None, :] >= 0
         near = on & (np.abs(z) <= band[None, :])
         views[0][:] = views[0] | near if hess == "cg" else near
+        if hess == "cg":
+            acc["rowbytes"][1] += float(nbytes[near.any(axis=1)].sum())
         past = np.where(on & (z > band[None, :]), Ck, 0.0)
         coef_u = past * yk
         csr_rmatmat_add(X, coef_u, acc["u"])
