@@ -34,9 +34,12 @@ the rows whose curvature ``C_i j''(z_i)`` is above the cutoff as resident rows i
 their curvatures (a per-row state), and sums the Hessian's diagonal. The Newton system is
 then solved by conjugate gradient preconditioned by that diagonal, to a relative residual
 of 0.1, its Hessian-vector products over the resident rows: a CG iteration is not a pass.
-The rows stay in RAM until the next pass (and are recorded in checkpoints). When they do
-not fit the memory budget, the step is a Jacobi step ``−g / (1 + diag H)`` that Armijo
-scales. The next smoothing level is not speculated in this mode (one level's rows only).
+The rows stay in RAM until the next pass (and are recorded in checkpoints). When they did
+not all fit the RAM slab, the next pass keeps a share ``p`` of them (70% of the room, by the
+bytes the pass counted) drawn by row id, with their curvatures weighted by ``1/p``
+(subsampled Newton-CG: the Hessian estimate is unbiased, Armijo guards the step); with no
+rows at all (the first pass of a store too big for the room, or no room), the step is a
+Jacobi step ``−g / (1 + diag H)`` that Armijo scales. The next smoothing level is not speculated in this mode (one level's rows only).
 
 Passes (spec §4.2, ``fused=True``): one pass evaluates, for every model still training,
 the objective at all Armijo trials ``s, s/2, …, s/2⁷`` of its step (one pass answers the
@@ -116,6 +119,7 @@ _POLISH_ITERS = 500     # most L-BFGS-B iterations of one polish (with l1)
 _POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2), then L-BFGS-B
 _POLISH_EPS = 1e-4      # ... which stop at this projected-gradient spread
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
+_COPY_NNZ = 2_000_000   # the polish copies a model's rows up to this many entries
 _CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
 _CG_ITERS = 50          # ... in at most this many Hessian-vector products (resident rows)
 _SPECULATE = 30.0       # the next level is speculated when dec < this × the level's threshold
@@ -482,11 +486,6 @@ class NewtonSolver(Solver):
         near = (sl.local["newton.near"] & 1).astype(bool)
         B, d = float(self.bias), self.d
         pos, Cp, Cn, _ = self.prob
-        indptr, indices, data = sl.X
-        if len(data) == 0:                     # a store of unit values
-            data = np.ones(len(indices), np.float32)
-        # a view of the slab (no copy); each model copies its own rows below
-        Xs = scipy.sparse.csr_matrix((data, indices, indptr), shape=(sl.n_rows, d))
         # only at a model's iterate once its level is solved (not at a rejected first
         # trial: the partition of a poor iterate makes a poor bound)
         todo = [c for c in np.flatnonzero(near.any(axis=0))
@@ -496,11 +495,9 @@ class NewtonSolver(Solver):
             r = np.flatnonzero(near[:, c])
             yc = np.where(sl.y[r] == pos[c], 1.0, -1.0)
             Cc = np.where(yc > 0, Cp[c], Cn[c])
-            Z = scipy.sparse.hstack([Xs[r].astype(np.float64), np.full((len(r), 1), B)],
-                                    format="csr")
-            Z = scipy.sparse.diags(yc) @ Z                   # rows y_i x̄_i
+            Z = _SlabRows(sl.X, r, yc, B, d)                 # rows y_i x̄_i, no copy
             jz = np.empty((len(r), 3))
-            smooth_hinge(1.0 - Z @ E[:, c], float(self.alpha[c]), jz)
+            smooth_hinge(1.0 - Z.dot(E[:, c]), float(self.alpha[c]), jz)
             subs[c] = (r, Z, Cc, Cc * jz[:, 1])               # warm start: smoothed duals
         # ℓ2: dual coordinate descent first (the restricted dual is dcd's, offset by u);
         # L-BFGS-B for ℓ1 and where coordinate descent crawls, from where it stopped
@@ -511,7 +508,7 @@ class NewtonSolver(Solver):
             found[c], nfev = sched.run(_polish_dual, Z, res["u"][:, c], self.pen, found[c], Cc)
             self.polish_visits += nfev * len(r)
         for c, a in found.items():
-            w = _soft(res["u"][:, c] + subs[c][1].T @ a, self.pen)
+            w = _soft(res["u"][:, c] + subs[c][1].tdot(a), self.pen)
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
             self.cand[:, c] = w
             self.cand_live[c] = True
@@ -533,7 +530,7 @@ class NewtonSolver(Solver):
         for c in classes:
             r, Z, _, a0 = subs[c]
             alpha[c, r], active[c, r] = a0, 1
-            v = u[:, c] + Z.T @ a0
+            v = u[:, c] + Z.tdot(a0)
             W[c], wb[c] = v[:d], v[d]
             limit[c] = _POLISH_EPOCHS * len(r)
         qd = np.empty(n, np.float32)
@@ -757,6 +754,44 @@ def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
     return x if x.any() else r / diag
 
 
+class _SlabRows:
+    """The rows ``y_i x̄_i`` (``i`` in ``r``) of the RAM slab's CSR ``X`` as a linear map:
+    on a copy of these rows when they have at most ``_COPY_NNZ`` entries (faster when the
+    slab holds other models' rows too), else in place by the CSR kernels (a large copy would
+    be charged to no budget: 2.5 GB peak at a 1 GB budget on the 3 M-row store)."""
+
+    def __init__(self, X, r, yc, B, d):
+        self.X, self.r, self.yc, self.B, self.d = X, r, yc, B, d
+        self.n = len(X[0]) - 1
+        self.Z = None
+        indptr, indices, data = X
+        if int((indptr[r + 1] - indptr[r]).sum()) <= _COPY_NNZ:
+            vals = np.ones(len(indices), np.float32) if len(data) == 0 else data
+            Xs = scipy.sparse.csr_matrix((vals, indices, indptr), shape=(self.n, d))
+            Z = scipy.sparse.hstack([Xs[r].astype(np.float64), np.full((len(r), 1), B)],
+                                    format="csr")
+            self.Z = scipy.sparse.diags(yc) @ Z
+
+    def dot(self, w):
+        """``Z w``: one value per row of ``r``."""
+        if self.Z is not None:
+            return self.Z @ w
+        t = np.empty(self.n)
+        csr_matvec(self.X, w[:self.d], t)
+        return self.yc * (t[self.r] + self.B * w[self.d])
+
+    def tdot(self, a):
+        """``Zᵀ a = Σ a_i y_i x̄_i``."""
+        if self.Z is not None:
+            return self.Z.T @ a
+        t = np.zeros(self.n)
+        t[self.r] = a * self.yc
+        out = np.zeros(self.d + 1)
+        csr_rmatvec_add(self.X, t, out[:self.d])
+        out[self.d] = self.B * t.sum()
+        return out
+
+
 def _row_uniform(start, n):
     """Uniform numbers in [0, 1) for the global rows ``start … start + n − 1``, a
     function of the row id alone (SplitMix64's finalizer): the same rows are drawn for
@@ -778,8 +813,8 @@ def _polish_dual(Z, u, pen, a0, Cc):
     """``max_a D(a) = Σ a_i − ½‖soft(u + Zᵀa, pen)‖²`` over ``0 ≤ a ≤ Cc`` by L-BFGS-B from
     ``a0`` (rows of ``Z``: ``y_i x̄_i``): ``(a, function evaluations)``."""
     def fg(a):                                 # −D and its gradient
-        w = _soft(u + Z.T @ a, pen)
-        return 0.5 * float(w @ w) - float(a.sum()), Z @ w - 1.0
+        w = _soft(u + Z.tdot(a), pen)
+        return 0.5 * float(w @ w) - float(a.sum()), Z.dot(w) - 1.0
 
     opt = scipy.optimize.minimize(
         fg, a0, jac=True, method="L-BFGS-B", bounds=scipy.optimize.Bounds(np.zeros(len(a0)), Cc),
