@@ -668,8 +668,7 @@ class NewtonSolver(Solver):
             if self.cg:
                 dA = _pcg(self._hess_vec(c, A), -gt[A], self.reg[A] + self.hdiag[A, c])
             else:
-                idx = self.amap[A, c]
-                HAA = self.H[c, 0][np.ix_(idx, idx)]
+                HAA = self._dense_hessian(c, A)
                 HAA[np.diag_indices_from(HAA)] += self.reg[A]
                 dA = _solve(HAA, -gt[A])
             d[:] = 0.0
@@ -683,6 +682,10 @@ class NewtonSolver(Solver):
             self.blocked[:, c] |= bad
         return d, float(-gt[self.A[:, c]] @ d[self.A[:, c]]), gt
 
+    def _dense_hessian(self, c, A):
+        """Model ``c``'s Hessian of the loss on the features ``A`` (a copy)."""
+        idx = self.amap[A, c]
+        return self.H[c, 0][np.ix_(idx, idx)]
 
     def _hess_vec(self, c, A):
         """``v ↦ (reg + H)_AA v`` for model ``c`` at its cached evaluation: the dense
@@ -690,26 +693,20 @@ class NewtonSolver(Solver):
         they did not fit the memory budget, its diagonal (a Jacobi step)."""
         reg = self.reg[A]
         if not self.cg:
-            idx = self.amap[A, c]
-            HAA = self.H[c, 0][np.ix_(idx, idx)]
+            HAA = self._dense_hessian(c, A)
             return lambda v: reg * v + HAA @ v
         hc = self._curvature_rows(c)
         if hc is None:
             diag = reg + self.hdiag[A, c]
             return lambda v: diag * v
-        X, B, d = self.rows.ram.X, float(self.bias), self.d
+        # Σ h_i x̄_i x̄_iᵀ = X̄ᵀ diag(h) X̄, in place on the slab's CSR (no copies)
+        S = _SlabRows(self.rows.ram.X, None, 1.0, float(self.bias), self.d, copy_nnz=-1)
         cols = np.flatnonzero(A)
-        t = np.empty(len(hc))
 
-        def hv(v):                             # in place on the slab's CSR: no copies
-            full = np.zeros(d + 1)
+        def hv(v):
+            full = np.zeros(self.d + 1)
             full[cols] = v
-            csr_matvec(X, full[:d], t)
-            t[:] = hc * (t + B * full[d])
-            out = np.zeros(d + 1)
-            csr_rmatvec_add(X, t, out[:d])
-            out[d] = B * t.sum()
-            return reg * v + out[cols]
+            return reg * v + S.tdot(hc * S.dot(full))[cols]
         return hv
 
     def _curvature_rows(self, c):
@@ -755,17 +752,19 @@ def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
 
 
 class _SlabRows:
-    """The rows ``y_i x̄_i`` (``i`` in ``r``) of the RAM slab's CSR ``X`` as a linear map:
-    on a copy of these rows when they have at most ``_COPY_NNZ`` entries (faster when the
-    slab holds other models' rows too), else in place by the CSR kernels (a large copy would
-    be charged to no budget: 2.5 GB peak at a 1 GB budget on the 3 M-row store)."""
+    """The rows ``y_i x̄_i`` (``i`` in ``r``, every row when None) of the RAM slab's CSR
+    ``X`` as a linear map: on a copy of these rows when they have at most ``copy_nnz``
+    entries (faster when the slab holds other models' rows too), else in place by the CSR
+    kernels (a large copy would be charged to no budget: 2.5 GB peak at a 1 GB budget on
+    the 3 M-row store)."""
 
-    def __init__(self, X, r, yc, B, d):
-        self.X, self.r, self.yc, self.B, self.d = X, r, yc, B, d
+    def __init__(self, X, r, yc, B, d, copy_nnz=_COPY_NNZ):
         self.n = len(X[0]) - 1
+        self.X, self.yc, self.B, self.d = X, yc, B, d
+        self.r = slice(None) if r is None else r
         self.Z = None
         indptr, indices, data = X
-        if int((indptr[r + 1] - indptr[r]).sum()) <= _COPY_NNZ:
+        if r is not None and int((indptr[r + 1] - indptr[r]).sum()) <= copy_nnz:
             vals = np.ones(len(indices), np.float32) if len(data) == 0 else data
             Xs = scipy.sparse.csr_matrix((vals, indices, indptr), shape=(self.n, d))
             Z = scipy.sparse.hstack([Xs[r].astype(np.float64), np.full((len(r), 1), B)],
@@ -906,6 +905,17 @@ def _newton_block(block, views, args, acc):
         Xsq = (block.indptr, block.indices, vals * vals)
         csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
         acc["hdiag"][d] += B * B * h[0].sum(axis=0)
+        # when they did not all fit the RAM slab last pass, a share p of them drawn by row
+        # id, their curvature weighted by 1/p (subsampled Newton-CG: an unbiased estimate)
+        p, row_bytes, extra = sample
+        curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
+        keep = curv
+        if p < 1.0:
+            keep = curv & (_row_uniform(block.row_start, n)[:, None] < p)
+        views[0][:] = 2 * keep
+        views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
+        nbytes = np.diff(block.indptr) * row_bytes + extra
+        acc["rowbytes"][0] += float(nbytes[curv.any(axis=1)].sum())
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
@@ -922,19 +932,6 @@ def _newton_block(block, views, args, acc):
         longest = int(np.diff(block.indptr).max(initial=0)) + 1
         newton_hess_add(X, unit, B, h, cutoff, amap,
                         (np.empty(longest, np.int64), np.empty(longest)), acc["H"])
-    if hess == "cg":
-        # the rows with curvature; when they did not all fit the RAM slab last pass, a
-        # share p of them drawn by row id, their curvature weighted by 1/p (subsampled
-        # Newton-CG: an unbiased Hessian estimate)
-        p, row_bytes, extra = sample
-        curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
-        keep = curv
-        if p < 1.0:
-            keep = curv & (_row_uniform(block.row_start, n)[:, None] < p)
-        views[0][:] = 2 * keep
-        views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
-        nbytes = np.diff(block.indptr) * row_bytes + extra
-        acc["rowbytes"][0] += float(nbytes[curv.any(axis=1)].sum())
     if polish is not None:
         band, cand, cand_live = polish
         yk = np.where(positive, 1.0, -1.0)

@@ -94,12 +94,12 @@ def test_chunk_size_invariance(name, data, tmp_path):
     assert max(objectives) - min(objectives) <= 2 * tol * min(objectives)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_kill_and_resume_is_bit_identical(name, data, tmp_path):
-    X, y = data
-    store = InMemoryStore(X, y, chunk_rows=300)
-    ref, ref_res = _fit(name, store, memory="64MB")
-    for stop_after in (1, 3):
+def check_kill_and_resume(fit, tmp_path, stops=(1, 3)):
+    """``fit(**kw) -> (model, result)`` stopped after each of ``stops`` iterations (a
+    checkpoint, then KeyboardInterrupt) and resumed gives the uninterrupted run's model,
+    passes and history length."""
+    ref, ref_res = fit()
+    for stop_after in stops:
         calls = {"n": 0}
 
         def stop():
@@ -107,11 +107,18 @@ def test_kill_and_resume_is_bit_identical(name, data, tmp_path):
             return calls["n"] >= stop_after
         ckpt = tmp_path / f"ck{stop_after}"
         with pytest.raises(KeyboardInterrupt):
-            _fit(name, store, memory="64MB", checkpoint=str(ckpt), should_stop=stop)
-        model, res = _fit(name, store, memory="64MB", checkpoint=str(ckpt), resume=True)
+            fit(checkpoint=str(ckpt), should_stop=stop)
+        model, res = fit(checkpoint=str(ckpt), resume=True)
         np.testing.assert_array_equal(model.coef, ref.coef)
         np.testing.assert_array_equal(model.intercept, ref.intercept)
         assert res.passes == ref_res.passes and len(res.history) == len(ref_res.history)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kill_and_resume_is_bit_identical(name, data, tmp_path):
+    X, y = data
+    store = InMemoryStore(X, y, chunk_rows=300)
+    check_kill_and_resume(lambda **kw: _fit(name, store, memory="64MB", **kw), tmp_path)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -16,6 +16,7 @@ from streamsvm.kernels._newton import smooth_hinge
 from streamsvm.solvers.newton import linesearch_l1
 
 from ..conftest import shared_dataset
+from .test_conformance import check_kill_and_resume
 from .test_dcd import liblinear_objective, primal
 
 sk = pytest.importorskip("sklearn.datasets")
@@ -305,19 +306,6 @@ def test_cg_kill_and_resume_is_bit_identical(tmp_path):
     # cg keeps its rows in RAM from one step to the next: a checkpoint records them
     X, y = _load("a9a/a9a", 1500, 123)
     store = InMemoryStore(X, y, chunk_rows=300)
-    ref, ref_res = _fit(X, y, chunk_rows=300, hessian="cg", tol=1e-4)
-    for stop_after in (2, 5):
-        calls = {"n": 0}
-
-        def stop():
-            calls["n"] += 1
-            return calls["n"] >= stop_after
-        ckpt = tmp_path / f"ck{stop_after}"
-        with pytest.raises(KeyboardInterrupt):
-            train(store, solver="newton", hessian="cg", tol=1e-4, checkpoint=str(ckpt),
-                  should_stop=stop)
-        model, res = train(store, solver="newton", hessian="cg", tol=1e-4,
-                           checkpoint=str(ckpt), resume=True)
-        np.testing.assert_array_equal(model.coef, ref.coef)
-        np.testing.assert_array_equal(model.intercept, ref.intercept)
-        assert res.passes == ref_res.passes
+    check_kill_and_resume(
+        lambda **kw: train(store, solver="newton", hessian="cg", tol=1e-4, **kw), tmp_path,
+        stops=(2, 5))
