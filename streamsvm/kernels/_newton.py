@@ -13,10 +13,10 @@ A pass over one block (:func:`newton_rows`, then the CSR reductions of ``_csr.py
 
 * the smoothed loss ``Σ_i C_i j(1 − y_i (u_i + s_t v_i))`` at every trial step ``s_t`` of the
   line search (``u = x̄·w``, ``v = x̄·d``: one pass answers the whole Armijo loop);
-* at the evaluation point ``e`` (the first trial, or ``w``) and at each smoothing level
-  ``α_l`` asked for: the smoothed loss, ``Σ C_i j'``, the per-row coefficients of the gradient
-  ``−Σ C_i y_i j' x̄_i`` and the curvatures ``C_i j''`` of the Hessian, plus the true loss
-  (hinge or squared hinge) for the certificate.
+* at each evaluation point ``e_p`` (the first trials, or ``w``) and at each smoothing level
+  ``α_l`` asked for there (a *slot*): the smoothed loss, ``Σ C_i j'``, the per-row
+  coefficients of the gradient ``−Σ C_i y_i j' x̄_i`` and the curvatures ``C_i j''`` of the
+  Hessian, plus the true loss (hinge or squared hinge) at each point for the certificate.
 
 ``x̄_i = (x_i, B)``: the weights are ``W`` of shape (n_features + 1, k), the bias weight in
 the last row (``_csr.py``'s orientation). Squared hinge: ``j = max(0, z)²`` (no smoothing),
@@ -67,36 +67,40 @@ def newton_rows(y, margins, prob, plan, acc, out):
     ----------
     y : ndarray of shape (n_rows,)
         Labels (±1, or class ids for one-vs-rest).
-    margins : tuple (U, V, E) of arrays of shape (n_rows, k)
-        ``x̄_i·w``, ``x̄_i·d`` and ``x̄_i·e`` per model.
+    margins : tuple (U, V, E)
+        ``x̄_i·w`` and ``x̄_i·d`` per model, shape (n_rows, k); ``E`` of shape (P, n_rows, k):
+        ``x̄_i·e_p`` at each evaluation point ``p``.
     prob : tuple (pos, Cp, Cn, sq)
         Model ``c`` takes row ``i`` as positive when ``y[i] == pos[c]``; costs of its
         positive and negative rows; squared hinge.
-    plan : tuple (live, trials, n_trials, alphas)
+    plan : tuple (live, trials, n_trials, alphas, n_points)
         ``live`` (k,) bool: the models computed; ``trials`` (k, K) the trial steps (the
-        first ``n_trials[c]`` are used); ``alphas`` (k, L) the smoothing levels at ``e``.
+        first ``n_trials[c]`` are used); ``alphas`` (k, L) the smoothing level of each
+        evaluation slot, slot ``l`` at point ``l // (L // P)``; ``n_points`` (k,) the points
+        evaluated per model (the slots of the other points are zero).
     acc : tuple (ftry, f, sb, sbpos, loss, csum)
         Added into: ``ftry`` (k, K) smoothed loss at each trial (level ``alphas[c, 0]``);
-        ``f`` (k, L) smoothed loss at ``e``; ``sb`` (k, L) ``Σ C_i j'``; ``sbpos`` (k, L) the
-        same over the positive rows; ``loss`` (k,) the true loss at ``e``; ``csum`` (k,)
-        ``Σ C_i``.
+        ``f`` (k, L) smoothed loss per slot; ``sb`` (k, L) ``Σ C_i j'``; ``sbpos`` (k, L) the
+        same over the positive rows; ``loss`` (k, P) the true loss at each point; ``csum``
+        (k,) ``Σ C_i``.
     out : tuple (coef, h)
         Overwritten, shape (L, n_rows, k): ``C_i y_i j'`` (the gradient of the loss is
-        ``−Σ_i coef_i x̄_i``) and ``C_i j''`` at ``e``.
+        ``−Σ_i coef_i x̄_i``) and ``C_i j''`` per slot.
     """
     U, V, E = margins
     pos, Cp, Cn, sq = prob
-    live, trials, n_trials, alphas = plan
+    live, trials, n_trials, alphas, n_points = plan
     ftry, f, sb, sbpos, loss, csum = acc
     coef, h = out
     k = len(pos)
     L = alphas.shape[1]
+    per = L // E.shape[0]
     for i in range(len(y)):
         for c in range(k):
+            for lv in range(L):
+                coef[lv, i, c] = 0.0
+                h[lv, i, c] = 0.0
             if not live[c]:
-                for lv in range(L):
-                    coef[lv, i, c] = 0.0
-                    h[lv, i, c] = 0.0
                 continue
             yi = 1.0 if y[i] == pos[c] else -1.0
             Ci = Cp[c] if yi > 0 else Cn[c]
@@ -105,17 +109,18 @@ def newton_rows(y, margins, prob, plan, acc, out):
             for t in range(n_trials[c]):
                 jt, _, _ = _jfun(1.0 - yi * (U[i, c] + trials[c, t] * V[i, c]), a0, sq)
                 ftry[c, t] += Ci * jt
-            z = 1.0 - yi * E[i, c]
-            xi = max(0.0, z)
-            loss[c] += Ci * (xi * xi if sq else xi)
-            for lv in range(L):
-                j, j1, j2 = _jfun(z, alphas[c, lv], sq)
-                f[c, lv] += Ci * j
-                sb[c, lv] += Ci * j1
-                if yi > 0:
-                    sbpos[c, lv] += Ci * j1
-                coef[lv, i, c] = Ci * j1 * yi
-                h[lv, i, c] = Ci * j2
+            for p in range(n_points[c]):
+                z = 1.0 - yi * E[p, i, c]
+                xi = max(0.0, z)
+                loss[c, p] += Ci * (xi * xi if sq else xi)
+                for lv in range(p * per, (p + 1) * per):
+                    j, j1, j2 = _jfun(z, alphas[c, lv], sq)
+                    f[c, lv] += Ci * j
+                    sb[c, lv] += Ci * j1
+                    if yi > 0:
+                        sbpos[c, lv] += Ci * j1
+                    coef[lv, i, c] = Ci * j1 * yi
+                    h[lv, i, c] = Ci * j2
 
 
 @kernel

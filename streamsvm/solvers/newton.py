@@ -13,9 +13,11 @@ Hinge (spec §2, §3.6): Newton minimizes ``F_α`` with the hinge replaced by ``
 √(α² + z²))`` (``0 ≤ j_α − max(0, z) ≤ α/2``, so ``F_α`` is within ``α/2·Σ C_i`` of ``P``),
 from ``α = alpha0`` down by ``alpha_factor`` per level to ``alpha_min`` (1/n by default). A
 level is solved once the Newton decrement ``−gᵀd`` is below ``η·α·Σ C_i`` (the spec's ``ηα``
-in its mean-loss units; η = 1e-3, not the spec's 0.1: at 0.1 the iterate of a solved level
-was too rough for the polish below, pendigits class 0 stalled at a 1e-2 gap, 1e-3 certifies
-it in 35 passes). The squared hinge is once differentiable: one level, no smoothing, its
+in its mean-loss units) with ``η = max(1e-3, 0.1·α/alpha0)``: the spec's 0.1 at the first
+level, whose smoothing (``α/2`` per unit of C) is far above the answer's accuracy, tightening
+to 1e-3 at the last ones (at 0.1 throughout the iterate of a late level was too rough for the
+polish below: pendigits stalled at a 2.5e-3 gap; at 1e-3 throughout the first levels took
+passes that changed nothing: mushrooms spent 6 passes at α = 1). The squared hinge is once differentiable: one level, no smoothing, its
 generalized Hessian ``I + Σ_{z_i > 0} 2C_i x̄_i x̄_iᵀ``.
 
 Newton steps (spec §3.3–3.5, which correct the printed algorithm): the direction on the
@@ -43,17 +45,19 @@ Jacobi step ``−g / (1 + diag H)`` that Armijo scales. The next smoothing level
 
 Passes (spec §4.2, ``fused=True``): one pass evaluates, for every model still training,
 the objective at all Armijo trials ``s, s/2, …, s/2⁷`` of its step (one pass answers the
-whole halving loop), and at the first trial (speculatively the next iterate) the gradient,
-the Hessian on the Hessian's columns, the loss and the certificate. So a Newton step whose
-first trial is accepted costs one pass; a smaller accepted trial one more (its evaluation);
-a new smoothing level none when the pass before speculated it (hinge: once a step's
-decrement is within 30× of its level's threshold, the pass also evaluates the gradient,
-Hessian and loss at the next level ``α/β``; a level solved at that point goes on from
-there), else one (its evaluation at the same w); an activation of features outside the
-Hessian one (the Hessian covers every feature when ``n_features + 1 ≤ max_dense``, and then
-none). Measured with level speculation: a9a 8 passes for 6 steps, mushrooms 23 for 16
-(10 and 25 without). ``fused=False``: a trial pass and an evaluation pass per step (spec §4.3's
-accounting); both modes make the same iterates. ``n_iter`` counts Newton steps.
+whole halving loop), and at each of the first three trials (speculatively the next iterate)
+the gradient, the Hessian on the Hessian's columns, the loss and a certificate, at the
+current smoothing level and (hinge) at the next one ``α/β``. So a Newton step costs one pass
+when one of its first three trials is accepted (on the smoothed hinge the full step often
+overshoots: accepted trials were s, s/2 and s/4 about equally often on usps and dna), one
+more (its evaluation) when a smaller one is; a new smoothing level costs none (it was
+evaluated at the same point); an activation of features outside the Hessian one (the
+Hessian covers every feature when ``n_features + 1 ≤ max_dense``, and then none). The three
+points and two levels need six Hessians' worth of accumulators per model: when the budget
+refuses them, fewer points, then one level. Measured (hinge, tol 1e-3): a9a 5 passes for 4
+steps, mushrooms 13 for 10 (at one point and speculating near a level's end: 8 and 23).
+``fused=False``: a trial pass and an evaluation pass per step (spec §4.3's accounting); both
+modes make the same iterates. ``n_iter`` counts Newton steps.
 
 Certificate: the relative gap between the best primal value evaluated (the model returned
 is that point) and the best dual bound, both exact:
@@ -64,21 +68,24 @@ is that point) and the best dual bound, both exact:
   Σ β_i y_i x̄_i`` (the gradient's own sum; the bracket for the squared hinge only). For the
   squared hinge this gap is zero at the optimum; for the hinge it is not (a primal iterate
   does not pin down the free support vectors' duals: on usps it stalls near 2e-3), hence:
-* the polish (hinge, ``polish=True``, regularized bias): the pass after which a level is
-  solved marks the rows with ``|z_i| ≤ band`` at the iterate, the scheduler collects them
-  as resident rows in RAM, and the pass sums ``u = Σ C_i y_i x̄_i`` over the rows past the
-  band (``z_i > band``). On the host, the hinge dual restricted to the resident rows, every
-  other row's dual at its bound (``C_i`` past the band, 0 before), is solved from the
-  smoothed duals: with ρ = 0 it is dcd's dual with ``w`` offset by ``u``, so dcd's
-  in-memory epochs (class by class, shrinking, at most 300 epochs to a projected-gradient
-  spread of 1e-4) run first, and L-BFGS-B with box constraints takes over where they hit
-  their limit (ill-conditioned rows: usps, pendigits) and with ℓ1. Any such point is dual
-  feasible,
-  so ``D`` is a bound at once; ``soft(u + Σ a_i y_i x̄_i, ρ)`` is a primal candidate whose
-  value the next pass evaluates alongside its own work. Once the iterate's partition of
-  the rows is right, the candidate is the optimum. Its row visits are reported as
-  ``polish_passes`` (the resident rows' work is not a pass over the store: issue 12).
-  When the rows do not fit the memory budget, no polish runs that pass.
+* the polish (hinge, ``polish=True``, regularized bias): once ``α ≤ band/2`` every pass
+  marks the rows with ``|z_i| ≤ band`` at its first point, the scheduler collects them as
+  resident rows in RAM, and the pass sums ``u = Σ C_i y_i x̄_i`` over the rows past the
+  band (``z_i > band``); after the pass, every model whose new iterate was evaluated is
+  polished (polishing only once a level was solved took more passes: usps 29 against 19,
+  for more time on the host: 8 s against 16 s in RAM). On the host, the hinge dual
+  restricted to the resident rows, every other row's dual at its bound (``C_i`` past the
+  band, 0 before), is solved from the last polish's duals of the rows that were near then
+  (a per-row state, ``newton.a``, NaN for the others) and the smoothed duals of the rest.
+  With ρ = 0 it is dcd's dual with ``w`` offset by ``u``, so dcd's in-memory epochs (class
+  by class, shrinking, at most 300 epochs to a projected-gradient spread of 1e-4) run
+  first, and L-BFGS-B with box constraints takes over where they hit their limit
+  (ill-conditioned rows: usps, pendigits) and with ℓ1. Any such point is dual feasible, so
+  ``D`` is a bound at once; ``soft(u + Σ a_i y_i x̄_i, ρ)`` is a primal candidate whose value
+  the next pass evaluates alongside its own work. Once the iterate's partition of the rows
+  is right, the candidate is the optimum. Its row visits are reported as ``polish_passes``
+  (the resident rows' work is not a pass over the store: issue 12). When the rows do not
+  fit the memory budget, no polish runs that pass.
 
 The history adds ``alpha`` (the largest level), ``smoothing_bound`` (``Σ_c α_c/2·Σ C_i``: how
 far ``F_α`` can be above ``P``) and ``polish_passes``.
@@ -113,7 +120,8 @@ _C1 = 1e-4              # Armijo constant (spec §3.2)
 _TRIALS = 8             # Armijo trials per pass (s, s/2, …)
 _MAX_HALVINGS = 30      # then the level is given up (spec §3.3)
 _MAX_STEPS = 50         # Newton steps before an activation round (spec §3.2)
-_ETA = 1e-3              # a smoothing level is solved once dec ≤ η·α·Σ C_i (spec §3.6)
+_ETA = 1e-3             # a smoothing level is solved once dec ≤ η·α·Σ C_i (spec §3.6) ...
+_ETA_FIRST = 0.1        # ... η = this at alpha0, tightening with α down to _ETA
 _CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
 _POLISH_ITERS = 500     # most L-BFGS-B iterations of one polish (with l1)
 _POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2), then L-BFGS-B
@@ -122,7 +130,7 @@ _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian
 _COPY_NNZ = 2_000_000   # the polish copies a model's rows up to this many entries
 _CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
 _CG_ITERS = 50          # ... in at most this many Hessian-vector products (resident rows)
-_SPECULATE = 30.0       # the next level is speculated when dec < this × the level's threshold
+_POINTS = 3            # trying passes evaluate g and H at the first this many trials
 
 
 @register("newton")
@@ -197,21 +205,28 @@ class NewtonSolver(Solver):
         self.cg = self._uses_cg(d)
         self.full_h = D1 <= self.max_dense and not self.cg
         self.a = 1 if self.cg else D1 if self.full_h else self.max_dense
-        # smoothing levels per evaluation (kernels/_newton.py): the hinge speculates the
-        # next level α/β in every pass, unless its second Hessian does not fit the budget
-        # (or there is none: cg works from the rows of one level)
+        # smoothing levels per evaluation point (kernels/_newton.py): the hinge can
+        # speculate the next level α/β (cg works from the rows of one level); points per
+        # trying pass: the first _POINTS Armijo trials (one when unfused, or with cg). Fewer
+        # of both when their Hessians do not fit the budget.
         self.L = 1 if self.sq or self.cg else 2
+        self.P = 1 if self.cg or not self.fused else _POINTS
         while True:
             try:
-                sched.check_budget("newton", {"the models, gradients and Hessians":
-                                              8 * k * (7 * D1 + self.L * (D1 + self.a ** 2))})
+                sched.check_budget("newton", {"the models, gradients and Hessians": 8 * k * (
+                    7 * D1 + (1 + self.P) * self.L * (D1 + self.a ** 2))})
                 break
             except InvalidParameterError:
-                if self.L == 1:
+                if self.P == 1 and self.L == 1:
                     raise
-                log.info("newton: no room for a second Hessian per model, the next "
-                            "smoothing level is not speculated")
-                self.L = 1
+                if self.P > 1:
+                    self.P -= 1
+                else:
+                    self.L = 1
+        if (self.P, self.L) != (1 if self.cg or not self.fused else _POINTS,
+                                1 if self.sq or self.cg else 2):
+            log.info("newton: the budget leaves room for Hessians at %d point(s) and %d "
+                     "level(s) per pass", self.P, self.L)
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.sq)
@@ -235,7 +250,6 @@ class NewtonSolver(Solver):
         self.alpha = np.full(k, 0.0 if self.sq else self.alpha0)
         self.alpha_floor = self.alpha_min if self.alpha_min > 0 else 1.0 / max(1, sched.n_rows)
         self.alpha_next = np.zeros(k)     # the level of the cache's second slot (0: none)
-        self.dec_ratio = np.full(k, np.inf)   # the last decrement / the level's threshold
         # the last evaluation at W (columns: models)
         L = self.L
         self.fs = np.zeros((k, L))                    # Σ C_i j_α
@@ -264,12 +278,16 @@ class NewtonSolver(Solver):
             if self.cg:                         # with each row's curvature per model
                 self.hrow = sched.state("newton.h", np.float32, width=k)
                 states += (self.hrow,)
+            if self.polishing:                  # the last polish's duals (NaN: not near)
+                self.apol = sched.state("newton.a", np.float32, width=k, fill=np.nan)
+                states += (self.apol,)
+            self.states = states
             self.rows = sched.resident_rows(
-                self.near, states, extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + 5 * k + 16 * k,
+                self.near, states, extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + 9 * k + 16 * k,
                 fixed_bytes=self.W.nbytes * 8, ram=True, disk=False)
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
-                    "amap", "alpha", "alpha_next", "dec_ratio", "fs", "gl", "H", "loss_true",
+                    "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
                     "csum", "hdiag", "primal", "dual", "gap", "Wbest", "cand", "cand_live")
     state_values = ("steps", "polishes", "polish_visits", "sample_p")
     history_extras = ("alpha", "smoothing_bound", "polish_passes")
@@ -310,7 +328,7 @@ class NewtonSolver(Solver):
         self._absorb_candidates(res)
         for c, r in requests.items():
             if r[0] == "eval":
-                self._absorb(c, res, E)
+                self._absorb(c, res, E[:, c])
             else:
                 self._absorb_trials(c, r, res, E)
         self._polish(sched, res, E)
@@ -322,7 +340,7 @@ class NewtonSolver(Solver):
             res, E = self._pass(sched, {c: ("eval",) for c in stale})
             self._absorb_candidates(res)
             for c in stale:
-                self._absorb(c, res, E)
+                self._absorb(c, res, E[:, c])
             self._polish(sched, res, E, final=True)
         return self._entry("eval")
 
@@ -340,37 +358,45 @@ class NewtonSolver(Solver):
 
     # -- the pass ---------------------------------------------------------------------
     def _pass(self, sched, requests):
-        k, D1, L = self.k, self.d + 1, self.L
+        k, D1 = self.k, self.d + 1
         Dir = np.zeros((D1, k))
         E = self.W.copy()
         trials = np.zeros((k, _TRIALS))
         n_trials = np.zeros(k, dtype=np.int64)
+        n_points = np.zeros(k, dtype=np.int64)
         live = np.zeros(k, dtype=bool)
         for c, r in requests.items():
             live[c] = True
+            n_points[c] = 1
             if r[0] == "try":
                 _, d, s_list, e = r[:4]
                 Dir[:, c] = d
                 trials[c] = s_list
                 n_trials[c] = _TRIALS
+                n_points[c] = self.P if self.fused else 0    # unfused: the cache is at w
                 if self.fused:
                     E[:, c] = e
             if not self.cg:
                 self._set_amap(c)
-        alphas = np.repeat(self.alpha[:, None], L, axis=1)
+        # evaluation slots: point p (trial p, or w) × level (α, and α/β when speculated)
+        P, Lv = max(1, int(n_points.max())), self.L
+        alphas = np.repeat(self.alpha[:, None], Lv, axis=1)
         if self.sq:                             # every row with z_i > 0 has curvature 2C_i
-            cutoff = np.zeros((k, L))
+            cutoff = np.zeros((k, Lv))
         else:                                   # the rows far from the margin add ~nothing
-            if L > 1:                           # the next level, speculated near the end of one
-                nxt = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
-                alphas[:, 1] = np.where(self.dec_ratio < _SPECULATE, nxt, self.alpha)
+            if Lv > 1:                          # the next level, speculated
+                alphas[:, 1] = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
             peak = np.maximum(self.prob[1], self.prob[2])[:, None] / (2 * alphas)
             cutoff = _CUTOFF * peak
             cutoff[:, 1:][alphas[:, 1:] == alphas[:, :1]] = np.inf    # no level left: no H
-        plan = (live, trials, n_trials, alphas)
+        alphas, cutoff = np.tile(alphas, (1, P)), np.tile(cutoff, (1, P))
+        for p in range(1, P):                   # no Hessian at the points a model skips
+            cutoff[n_points <= p, p * Lv:] = np.inf
+        L = P * Lv
+        plan = (live, trials, n_trials, alphas, n_points)
         acc = {"ftry": Accumulator((k, _TRIALS)), "f": Accumulator((k, L)),
                "sb": Accumulator((k, L)), "sbpos": Accumulator((k, L)),
-               "loss": Accumulator(k), "csum": Accumulator(k),
+               "loss": Accumulator((k, P)), "csum": Accumulator(k),
                "g": Accumulator((L, D1, k)), "H": Accumulator((k, L, self.a, self.a))}
         if self.free_bias:
             acc["gpos"] = Accumulator((L, D1, k))
@@ -391,7 +417,7 @@ class NewtonSolver(Solver):
         if self.rows is not None:
             self.rows.leave_ram()
             self.rows.collect_to = "ram" if self.cg or (polish[0] >= 0).any() else None
-            states = (self.near, self.hrow) if self.cg else (self.near,)
+            states = self.states
             res = sched.map_reduce(_newton_block, args=args, acc=acc, states=states,
                                    rows=self.rows)
             sched.finish_collect()
@@ -401,7 +427,7 @@ class NewtonSolver(Solver):
                 self.sample_p = float(min(1.0, max(room, 0.0) / curv)) if curv > 0 else 1.0
         else:
             res = sched.map_reduce(_newton_block, args=args, acc=acc)
-        res["alphas"] = alphas
+        res["alphas"], res["n_points"] = alphas, n_points
         H = res["H"]
         for c in range(k):
             for lv in range(L):
@@ -429,24 +455,29 @@ class NewtonSolver(Solver):
             self.dual[c] = max(self.dual[c], dual)
         self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
 
-    def _absorb(self, c, res, E) -> None:
-        """The evaluation at ``E[:, c]`` becomes model ``c``'s cache."""
-        self.fs[c] = res["f"][c]
-        self.gl[:, :, c] = res["g"][:, :, c]
-        self.H[c] = res["H"][c]
-        self.loss_true[c] = res["loss"][c]
+    def _absorb(self, c, res, w, p=0) -> None:
+        """The evaluation at point ``p`` of the pass (``w``) becomes model ``c``'s cache."""
+        slots = slice(p * self.L, (p + 1) * self.L)
+        self.fs[c] = res["f"][c, slots]
+        self.gl[:, :, c] = res["g"][slots, :, c]
+        self.H[c] = res["H"][c, slots]
+        self.loss_true[c] = res["loss"][c, p]
         self.csum[c] = res["csum"][c]
         if self.cg:
             self.hdiag[:, c] = res["hdiag"][:, c]
         self.valid[c] = True
-        nxt = res["alphas"][c, -1]
+        nxt = res["alphas"][c, slots.stop - 1]
         self.alpha_next[c] = nxt if nxt != self.alpha[c] else 0.0
-        w = E[:, c]
-        self._bound(c, self._penalties(w) + res["loss"][c], w,
-                    max(self._dual(c, lv, res) for lv in range(self.L)))
+        self._bound_point(c, res, w, p)
 
-    def _dual(self, c, lv, res) -> float:
-        """``D(β)`` at ``β_i = C_i j'(z_i)`` (module doc)."""
+    def _bound_point(self, c, res, w, p) -> None:
+        """The primal value at point ``p`` (``w``) and the dual bounds of its slots."""
+        self._bound(c, self._penalties(w) + res["loss"][c, p], w,
+                    max(self._dual(c, lv, res, p) for lv in range(p * self.L,
+                                                                 (p + 1) * self.L)))
+
+    def _dual(self, c, lv, res, p) -> float:
+        """``D(β)`` at ``β_i = C_i j'(z_i)`` of slot ``lv`` (at point ``p``; module doc)."""
         v = res["g"][lv, :, c].copy()
         sb = res["sb"][c, lv]
         if self.free_bias:                     # scale the heavier side: Σ β_i y_i = 0
@@ -463,7 +494,7 @@ class NewtonSolver(Solver):
         soft = _soft(v[:-1], self.l1)
         dual = sb - 0.5 * float(soft @ soft) - 0.5 * self.reg[-1] * v[-1] ** 2
         # squared hinge: Σ β_i²/(4C_i) = Σ C_i max(0, z_i)², the loss at E
-        return dual - res["loss"][c] if self.sq else dual
+        return dual - res["loss"][c, p] if self.sq else dual
 
     # -- the polish (hinge) -------------------------------------------------------------
     def _absorb_candidates(self, res) -> None:
@@ -489,7 +520,7 @@ class NewtonSolver(Solver):
         # only at a model's iterate once its level is solved (not at a rejected first
         # trial: the partition of a poor iterate makes a poor bound)
         todo = [c for c in np.flatnonzero(near.any(axis=0))
-                if final or not (self.done[c] or not self._solved(c, E))]
+                if final or (self.valid[c] and not self.done[c])]
         subs = {}
         for c in todo:
             r = np.flatnonzero(near[:, c])
@@ -498,7 +529,11 @@ class NewtonSolver(Solver):
             Z = _SlabRows(sl.X, r, yc, B, d)                 # rows y_i x̄_i, no copy
             jz = np.empty((len(r), 3))
             smooth_hinge(1.0 - Z.dot(E[:, c]), float(self.alpha[c]), jz)
-            subs[c] = (r, Z, Cc, Cc * jz[:, 1])               # warm start: smoothed duals
+            # warm start: the last polish's duals of the rows that were near then, the
+            # smoothed duals at E of the others
+            last = sl.local["newton.a"][r, c].astype(np.float64)
+            a0 = np.where(np.isnan(last), Cc * jz[:, 1], np.clip(last, 0.0, Cc))
+            subs[c] = (r, Z, Cc, a0)
         # ℓ2: dual coordinate descent first (the restricted dual is dcd's, offset by u);
         # L-BFGS-B for ℓ1 and where coordinate descent crawls, from where it stopped
         found, crawled = self._polish_cd(sched, sl, subs, res["u"]) if self.l1 == 0 and todo \
@@ -508,6 +543,7 @@ class NewtonSolver(Solver):
             found[c], nfev = sched.run(_polish_dual, Z, res["u"][:, c], self.pen, found[c], Cc)
             self.polish_visits += nfev * len(r)
         for c, a in found.items():
+            sl.local["newton.a"][subs[c][0], c] = a
             w = _soft(res["u"][:, c] + subs[c][1].tdot(a), self.pen)
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
             self.cand[:, c] = w
@@ -553,19 +589,19 @@ class NewtonSolver(Solver):
         crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
         return {c: alpha[c, subs[c][0]] for c in subs}, crawled
 
-    def _solved(self, c, E) -> bool:
-        """Model ``c``'s cache is at ``E`` and its smoothing level is solved."""
-        if not self.valid[c] or not np.array_equal(self.W[:, c], E[:, c]):
-            return False
-        w = self.W[:, c]
-        _, dec, _ = self._direction(c, w, self.reg * w - self.gl[0, :, c])
-        return dec < _ETA * self.alpha[c] * self.csum[c]
+    def _eta(self, c) -> float:
+        """The level's η: loose at the first levels (their smoothing is far above the
+        answer's accuracy), ``_ETA`` at the last ones."""
+        return max(_ETA, _ETA_FIRST * self.alpha[c] / self.alpha0)
 
     def _absorb_trials(self, c, request, res, E) -> None:
         """Armijo on the trials of model ``c``'s step: the first accepted one is the new
         iterate (its evaluation is in the pass when it is the first trial)."""
         _, d, s_list, e, D, F0 = request
         w = self.W[:, c]
+        npts = int(res["n_points"][c])
+        for p in range(npts):                  # every point evaluated bounds the gap
+            self._bound_point(c, res, e if p == 0 else w + s_list[p] * d, p)
         accepted = -1
         for t in range(_TRIALS):
             wt = e if t == 0 else w + s_list[t] * d
@@ -587,8 +623,8 @@ class NewtonSolver(Solver):
         if self.l1 > 0:
             self.A[:, c] = self.W[:, c] != 0
             self.A[-1, c] = True
-        if accepted == 0 and self.fused:
-            self._absorb(c, res, E)
+        if accepted < npts:                    # evaluated in this pass (fused)
+            self._absorb(c, res, self.W[:, c], accepted)
         else:                                  # the next pass evaluates the new iterate
             self.valid[c] = False
 
@@ -611,9 +647,9 @@ class NewtonSolver(Solver):
             d, dec, gt = self._direction(c, w, g)
             scale = max(abs(self.primal[c]), 1.0)
             # a smoothing level is solved (spec §3.6, in C units); the squared hinge has one
-            threshold = 0.1 * self.tol * scale if self.sq else _ETA * self.alpha[c] * self.csum[c]
+            threshold = 0.1 * self.tol * scale if self.sq else \
+                self._eta(c) * self.alpha[c] * self.csum[c]
             solved = dec < threshold
-            self.dec_ratio[c] = dec / max(threshold, 1e-300)
             if self.l1 > 0 and (solved or self.level_steps[c] >= _MAX_STEPS):
                 new = (w == 0) & ~self.A[:, c] & ~self.blocked[:, c] & (np.abs(g) > self.pen)
                 new[-1] = False
@@ -636,7 +672,6 @@ class NewtonSolver(Solver):
                     self.alpha_next[c] = 0.0
                     continue
                 self.valid[c] = False
-                self.dec_ratio[c] = np.inf     # unknown at the new level: no speculation
                 return ("eval",)
             if dec <= 1e-14 * scale:           # no progress left at this precision:
                 return ("eval",)               # max_passes ends the run
@@ -877,14 +912,20 @@ def _newton_block(block, views, args, acc):
     U = np.empty((n, k))
     csr_matmat(X, W, U)
     U += B * W[d]
-    V = Ev = U
-    if trying:
-        V, Ev = np.empty((n, k)), np.empty((n, k))
+    L = plan[3].shape[1]
+    P = max(1, int(plan[4].max()))
+    V = U
+    Ev = np.empty((P, n, k))
+    if trying:                       # point 0 at E (the first trials), point p at trial p
+        V = np.empty((n, k))
         csr_matmat(X, Dir, V)
         V += B * Dir[d]
-        csr_matmat(X, E, Ev)
-        Ev += B * E[d]
-    L = plan[3].shape[1]
+        csr_matmat(X, E, Ev[0])
+        Ev[0] += B * E[d]
+        for p in range(1, P):
+            Ev[p] = U + plan[1][:, p] * V
+    else:
+        Ev[0] = U
     coef, h = np.empty((L, n, k)), np.empty((L, n, k))
     newton_rows(block.y, (U, V, Ev), prob, plan,
                 (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
@@ -936,10 +977,11 @@ def _newton_block(block, views, args, acc):
         band, cand, cand_live = polish
         yk = np.where(positive, 1.0, -1.0)
         Ck = np.where(positive, prob[1][None, :], prob[2][None, :])
-        z = 1.0 - yk * Ev
+        z = 1.0 - yk * Ev[0]
         on = band[None, :] >= 0
         near = on & (np.abs(z) <= band[None, :])
         views[0][:] = views[0] | near if hess == "cg" else near
+        views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
         if hess == "cg":
             acc["rowbytes"][1] += float(nbytes[near.any(axis=1)].sum())
         past = np.where(on & (z > band[None, :]), Ck, 0.0)

@@ -248,6 +248,41 @@ def test_hinge_optimum_matches_liblinear(name):
     assert any(res.history[i]["kind"] == "try" for i in changed)
 
 
+
+def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(monkeypatch):
+    # the pass evaluates g and H at the first _POINTS trials: when the full step overshoots
+    # and s/2 or s/4 is accepted, the cache taken from that point is the evaluation at the
+    # new iterate (the formulas, recomputed here), and no evaluation pass follows
+    from streamsvm.kernels._newton import smooth_hinge as jfun
+    from streamsvm.solvers import newton as nw
+    X, y = _load("mushrooms/mushrooms")
+    y = np.where(y == y.max(), 1.0, -1.0)
+    Xb = sp.hstack([X, np.ones((X.shape[0], 1))]).tocsr()
+    seen = []
+    absorb = nw.NewtonSolver._absorb
+
+    def spy(self, c, res, w, p=0):
+        absorb(self, c, res, w, p)
+        if p > 0:
+            seen.append((p, float(self.alpha[c]), self.W[:, c].copy(), self.gl[0, :, c].copy(),
+                         self.H[c, 0].copy()))
+    monkeypatch.setattr(nw.NewtonSolver, "_absorb", spy)
+    model, res = _fit(X, y, chunk_rows=2000, tol=1e-3)
+    assert res.converged and seen
+    for p, alpha, w, g, H in seen[:3]:
+        j = np.empty((X.shape[0], 3))
+        jfun(1.0 - y * (Xb @ w), alpha, j)
+        np.testing.assert_allclose(g, Xb.T @ (j[:, 1] * y), rtol=1e-9, atol=1e-9)
+        keep = j[:, 2] >= 1e-6 / (2 * alpha)            # the kernel's curvature cutoff
+        Hd = (Xb[keep].T @ sp.diags(j[keep, 2]) @ Xb[keep]).toarray()
+        np.testing.assert_allclose(H, Hd, rtol=1e-9, atol=1e-9)
+    # against one evaluation point per pass: the same certified answer in more passes
+    monkeypatch.setattr(nw.NewtonSolver, "_absorb", absorb)
+    monkeypatch.setattr(nw, "_POINTS", 1)
+    one, res1 = _fit(X, y, chunk_rows=2000, tol=1e-3)
+    assert res1.converged and res1.passes > res.passes, (res1.passes, res.passes)
+
+
 def test_hinge_certifies_where_dual_cd_crawls():
     # usps (2,007 rows, 256 dense features, 10 classes): dcd does not certify 1e-3 in 200
     # passes; the polish's dual bound does within a few dozen
