@@ -125,20 +125,32 @@ def newton_rows(y, margins, prob, plan, acc, out):
 
 @kernel
 def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
-    """``out_H[c, l] += Σ_i h[l, i, c] x̄_iA x̄_iAᵀ`` (lower triangle) over the rows whose
-    curvature ``h[l, i, c]`` is at least ``cutoff[c, l]``.
+    """``out_H[c, :, :, l] += Σ_i h[l, i, c] x̄_iA x̄_iAᵀ`` (lower triangle) over the rows
+    whose curvature ``h[l, i, c]`` is at least ``cutoff[c, l]``.
 
-    ``amap`` (n_features + 1, k) int64: the position of each feature (the bias last) in
-    model ``c``'s Hessian, or −1 when it is not in it. ``scratch``: (positions int64,
-    values float64), each at least the longest row + 1. Rows are added one by one into
-    ``out_H``, so the sum does not depend on how the rows are cut into blocks.
+    ``out_H`` is (k, a, a, L): the slots innermost, so that each product of two entries of a
+    row is formed once and added to every slot's Hessian in one contiguous run. ``amap``
+    (n_features + 1, k) int64: the position of each feature (the bias last) in model ``c``'s
+    Hessian, or −1 when it is not in it. ``scratch``: (positions int64, values float64), each
+    at least the longest row + 1, and curvatures (L,) float64. Rows are added one by one
+    into ``out_H``, so the sum does not depend on how the rows are cut into blocks.
     """
     indptr, indices, data = X
-    posb, valb = scratch
+    posb, valb, hb = scratch
     d = amap.shape[0] - 1
     L = h.shape[0]
     for i in range(len(indptr) - 1):
         for c in range(amap.shape[1]):
+            any_h = False
+            for lv in range(L):
+                hv = h[lv, i, c]
+                if hv <= 0.0 or hv < cutoff[c, lv]:
+                    hb[lv] = 0.0
+                else:
+                    hb[lv] = hv
+                    any_h = True
+            if not any_h:
+                continue
             m = 0
             for p in range(indptr[i], indptr[i + 1]):
                 a = amap[indices[p], c]
@@ -150,16 +162,13 @@ def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
                 posb[m] = amap[d, c]
                 valb[m] = B
                 m += 1
-            for lv in range(L):
-                hv = h[lv, i, c]
-                if hv <= 0.0 or hv < cutoff[c, lv]:
-                    continue
-                H = out_H[c, lv]
-                for s in range(m):
-                    ps = posb[s]
-                    vs = hv * valb[s]
-                    for t in range(m):
-                        pt = posb[t]
-                        if pt <= ps:
-                            H[ps, pt] += vs * valb[t]
-
+            H = out_H[c]
+            for s in range(m):
+                ps = posb[s]
+                vs = valb[s]
+                for t in range(m):
+                    pt = posb[t]
+                    if pt <= ps:
+                        v = vs * valb[t]
+                        for lv in range(L):
+                            H[ps, pt, lv] += hb[lv] * v

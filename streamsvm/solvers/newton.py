@@ -397,7 +397,7 @@ class NewtonSolver(Solver):
         acc = {"ftry": Accumulator((k, _TRIALS)), "f": Accumulator((k, L)),
                "sb": Accumulator((k, L)), "sbpos": Accumulator((k, L)),
                "loss": Accumulator((k, P)), "csum": Accumulator(k),
-               "g": Accumulator((L, D1, k)), "H": Accumulator((k, L, self.a, self.a))}
+               "g": Accumulator((L, D1, k)), "H": Accumulator((k, self.a, self.a, L))}
         if self.free_bias:
             acc["gpos"] = Accumulator((L, D1, k))
         polish = None
@@ -428,7 +428,7 @@ class NewtonSolver(Solver):
         else:
             res = sched.map_reduce(_newton_block, args=args, acc=acc)
         res["alphas"], res["n_points"] = alphas, n_points
-        H = res["H"]
+        H = res["H"] = np.ascontiguousarray(res["H"].transpose(0, 3, 1, 2))   # (k, L, a, a)
         for c in range(k):
             for lv in range(L):
                 low = np.tril(H[c, lv])
@@ -968,11 +968,12 @@ def _newton_block(block, views, args, acc):
                 sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
                 if sel.any():
                     Xs = Xd[sel]
-                    acc["H"][c, lv] += (Xs.T * h[lv, sel, c]) @ Xs
+                    acc["H"][c, :, :, lv] += (Xs.T * h[lv, sel, c]) @ Xs
     else:
         longest = int(np.diff(block.indptr).max(initial=0)) + 1
         newton_hess_add(X, unit, B, h, cutoff, amap,
-                        (np.empty(longest, np.int64), np.empty(longest)), acc["H"])
+                        (np.empty(longest, np.int64), np.empty(longest), np.empty(L)),
+                        acc["H"])
     if polish is not None:
         band, cand, cand_live = polish
         yk = np.where(positive, 1.0, -1.0)
