@@ -9,7 +9,9 @@ module. The library's convention (LIBLINEAR's)::
 
 with ``b_c`` a regularized constant feature of value ``B`` (``bias_mode="regularized"``),
 an unregularized intercept (``"free"``) or none; ``c`` runs over one model (binary),
-one per class (one-vs-rest: ``y_ic = +1`` for class ``c``, else ``-1``).
+one per class (one-vs-rest: ``y_ic = +1`` for class ``c``, else ``-1``). A joint multiclass
+model (``layout="joint"``, Weston–Watkins) has the loss ``Σ_i C_{y_i} Σ_{c ≠ y_i}
+loss(s_{i,y_i} − s_{i,c})`` of its scores ``s_ic = w_cᵀx_i + B·b_c`` instead.
 """
 
 from __future__ import annotations
@@ -112,6 +114,14 @@ class Problem:
         costs : tuple (Cp, Cn) from :meth:`costs`
         """
         Cp, Cn = costs
+        if self.layout == "joint":                 # Weston–Watkins: Σ_{c≠y} hinge(s_y − s_c)
+            yi = np.searchsorted(classes, labels)
+            rows = np.arange(len(labels))
+            t = np.maximum(0.0, 1.0 - (scores[rows, yi][:, None] - scores))
+            t[rows, yi] = 0.0
+            if self.loss == "squared_hinge":
+                t = t * t
+            return float((Cp[yi] * t.sum(axis=1)).sum())
         if self.layout == "binary":
             pos = (labels == classes[-1])[:, None]
         else:

@@ -1,0 +1,242 @@
+"""Kernels of ``ww``: the exact Walrus subproblem solver and the block epoch of dual block
+coordinate descent for the Weston–Watkins SVM (spec_002 §2–§3).
+
+The per-row subproblem (spec §2.1, the β-form: a pure box)::
+
+    min_{0 ≤ b ≤ C}  ½‖b‖² + ½(1ᵀb)² − vᵀb,    v ∈ R^{k−1}
+
+has the unique minimizer ``b = clip_C(v − γ)`` where ``γ = 1ᵀb`` is the root of the
+increasing piecewise-linear ``φ(γ) = γ − Σ_j clip_C(v_j − γ)`` (Lemma A.9).
+:func:`walrus` finds it exactly (spec §3.5, the robust single-comparison variant): sort the
+positive ``v`` once, merge the ENTRY breakpoints ``v_j`` and the EXIT breakpoints ``v_j − C``
+as two sorted streams, and stop at the first linear piece whose root lies at or above the
+next breakpoint. It cannot exit early or return NaN on rounding (no KKT test is taken as
+exact), costs O(k + p log p) for ``p`` positive entries, and allocates nothing.
+
+Slots and classes (spec §1.4, 0-based): row ``i`` of true class ``y`` has ``k − 1`` slots;
+slot ``s`` is class ``s + 1``, except slot ``y − 1`` which is class 0 (for ``y ≥ 1``). Its
+multiplier ``β_{i,s}`` belongs to the pair (``y``, that class); the weights are
+``W = Σ_i x̄_i β_iᵀ π σ_{y_i}``: ``+1ᵀβ_i·x̄_i`` in column ``y`` and ``−β_{i,s}·x̄_i`` in the
+column of slot ``s``. ``W`` has shape (n_features + 1, k), the bias weights in the last row
+(``_csr.py``'s orientation; ``x̄_i = (x_i, B)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._csr import row_axpys, row_dots
+from ._jit import kernel, kernel_inline
+
+__all__ = ["walrus", "ww_epoch", "ww_scores_loss"]
+
+
+@kernel_inline
+def _sift_down(a, start, end):
+    """Min-heap sift on ``a[start:end]`` (the heap sort below sorts descending)."""
+    root = start
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and a[child + 1] < a[child]:
+            child += 1
+        if a[child] < a[root]:
+            a[root], a[child] = a[child], a[root]
+            root = child
+        else:
+            return
+
+
+@kernel_inline
+def _sort_desc(a, n):
+    """Sort ``a[:n]`` in descending order in place (heap sort: O(n log n), no allocation)."""
+    for start in range((n - 2) // 2, -1, -1):
+        _sift_down(a, start, n)
+    for end in range(n - 1, 0, -1):
+        a[0], a[end] = a[end], a[0]
+        _sift_down(a, 0, end)
+
+
+@kernel
+def walrus(v, C, out_b, scratch):
+    """The exact minimizer of ``½‖b‖² + ½(1ᵀb)² − vᵀb`` over ``[0, C]^{k−1}`` (module doc).
+
+    Parameters
+    ----------
+    v : ndarray of shape (k − 1,)
+    C : float
+        The box's upper bound, > 0.
+    out_b : ndarray of shape (k − 1,)
+        Overwritten with the minimizer.
+    scratch : tuple (vs, P)
+        float64 arrays of at least k − 1 and k entries.
+
+    Returns
+    -------
+    float
+        ``γ = Σ_j b_j``, recomputed from ``out_b``.
+    """
+    vs, P = scratch
+    m1 = v.shape[0]
+    p = 0
+    for j in range(m1):
+        if v[j] > 0.0:
+            vs[p] = v[j]
+            p += 1
+    if p == 0:                                  # Lemma A.9(3): b = 0
+        for j in range(m1):
+            out_b[j] = 0.0
+        return 0.0
+    _sort_desc(vs, p)
+    P[0] = 0.0
+    for j in range(p):
+        P[j + 1] = P[j] + vs[j]
+    qx = 0                                      # EXIT events exist for vs[j] > C (a prefix)
+    while qx < p and vs[qx] > C:
+        qx += 1
+    ie = 0
+    ix = 0
+    gam = 0.0
+    while True:
+        # EXIT only after its own ENTRY (ix < ie): the spec's tie-break alone lets it come
+        # first when C is below v's rounding (v − C == v), and m = −1 divides by zero
+        if ix < qx and ix < ie and (ie == p or vs[ix] - C >= vs[ie]):
+            ix += 1                             # EXIT: ⟨n+1⟩ joins the upper bound
+        else:
+            ie += 1                             # ENTRY: ⟨n+m+1⟩ joins the free set
+        n = ix
+        m = ie - ix
+        gam = (C * n + P[ie] - P[ix]) / (m + 1)
+        nxt = 0.0                               # the next breakpoint, floored at 0
+        if ie < p and vs[ie] > nxt:
+            nxt = vs[ie]
+        if ix < qx and vs[ix] - C > nxt:
+            nxt = vs[ix] - C
+        if gam >= nxt:
+            break
+    total = 0.0
+    for j in range(m1):
+        b = v[j] - gam
+        b = 0.0 if b < 0.0 else (C if b > C else b)
+        out_b[j] = b
+        total += b
+    return total
+
+
+@kernel_inline
+def _slot_class(s, y):
+    """The class of slot ``s`` of a row of class ``y`` (module doc)."""
+    return 0 if s == y - 1 else s + 1
+
+
+@kernel_inline
+def _ww_loss(z, y, k):
+    """``Σ_{c ≠ y} max(0, 1 − (z_y − z_c))``."""
+    loss = 0.0
+    for c in range(k):
+        if c != y:
+            t = 1.0 - (z[y] - z[c])
+            if t > 0.0:
+                loss += t
+    return loss
+
+
+@kernel
+def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
+    """One sweep of block coordinate descent over the rows ``order`` of one block, with the
+    read-only evaluation of the previous pass's weights fused in (spec §2.2–2.3, §8).
+
+    Parameters
+    ----------
+    X : tuple (indptr, indices, data)
+    unit : bool
+    y : ndarray of shape (n_rows,) int64
+        Class indices 0..k−1.
+    q : ndarray of shape (n_rows,)
+        ``‖x̄_i‖²`` (with ``B²``).
+    order : ndarray of int64
+        The rows to visit, in order.
+    state : tuple (beta, gamma)
+        ``beta`` (n_rows, k − 1) and ``gamma`` (n_rows,) of this block, updated in place.
+    model : tuple (W, Wprev, Cy, B)
+        ``W`` (n_features + 1, k), updated in place; ``Wprev`` the weights at the end of the
+        previous pass (only read: its hinge losses are summed); ``Cy`` (k,) the cost of a
+        row of each class; ``B`` the bias feature's value.
+    scratch : tuple (z, v, b, dW, vs, P)
+        float64 arrays: ``z`` and ``dW`` of k entries, ``v``, ``b`` and ``vs`` of k − 1,
+        ``P`` of k.
+    out : ndarray of shape (4,)
+        Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` after the
+        sweep, [2] rows whose β changed, [3] the largest projected-gradient entry seen
+        (before each row's update).
+    """
+    beta, gamma = state
+    W, Wprev, Cy, B = model
+    z, v, b, dW, vs, P = scratch
+    k = W.shape[1]
+    d = W.shape[0] - 1
+    for t in range(order.shape[0]):
+        i = order[t]
+        yi = y[i]
+        Ci = Cy[yi]
+        # the previous pass's weights: their loss on this row (read-only)
+        row_dots(X, unit, i, Wprev, z)
+        for c in range(k):
+            z[c] += B * Wprev[d, c]
+        out[0] += Ci * _ww_loss(z, yi, k)
+        if q[i] == 0.0:                         # x̄_i = 0 (spec §7.5): β_i = C exactly
+            for s in range(k - 1):
+                beta[i, s] = Ci
+            gamma[i] = Ci * (k - 1)
+            continue
+        row_dots(X, unit, i, W, z)
+        for c in range(k):
+            z[c] += B * W[d, c]
+        zy = z[yi]
+        gi = gamma[i]
+        pos = False
+        for s in range(k - 1):
+            c = _slot_class(s, yi)
+            g = (zy - z[c]) - 1.0               # the D2 gradient of slot s
+            bs = beta[i, s]
+            pg = g if 0.0 < bs < Ci else (min(g, 0.0) if bs <= 0.0 else max(g, 0.0))
+            if abs(pg) > out[3]:
+                out[3] = abs(pg)
+            v[s] = bs + gi - g / q[i]
+            if v[s] > 0.0:
+                pos = True
+        if gi == 0.0 and not pos:               # β_i = 0 and every margin ≥ 1: b = 0
+            continue
+        gnew = walrus(v, Ci, b, (vs, P))
+        changed = False
+        tot = 0.0
+        for s in range(k - 1):
+            delta = b[s] - beta[i, s]
+            dW[_slot_class(s, yi)] = -delta
+            tot += delta
+            if delta != 0.0:
+                changed = True
+            beta[i, s] = b[s]
+        dW[yi] = tot
+        gamma[i] = gnew
+        if changed:
+            row_axpys(X, unit, i, dW, W)
+            for c in range(k):
+                W[d, c] += B * dW[c]
+            out[2] += 1.0
+    for i in range(gamma.shape[0]):
+        out[1] += gamma[i]
+
+
+@kernel
+def ww_scores_loss(X, unit, y, W, Cy, B, z, out):
+    """``out[0] += Σ_i C_i Σ_{c≠y_i} max(0, 1 − (z_{i,y_i} − z_{i,c}))`` at ``W`` over a
+    block (the read-only evaluation of the exact check); ``z``: scratch of k entries."""
+    k = W.shape[1]
+    d = W.shape[0] - 1
+    for i in range(X[0].shape[0] - 1):
+        row_dots(X, unit, i, W, z)
+        for c in range(k):
+            z[c] += B * W[d, c]
+        out[0] += Cy[y[i]] * _ww_loss(z, y[i], k)

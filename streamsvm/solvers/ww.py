@@ -1,0 +1,180 @@
+"""``ww``: the Weston–Watkins multiclass SVM by dual block coordinate descent with the exact
+Walrus subproblem solver (spec_002).
+
+Problem (spec §1.2, a joint model: one weight vector per class, trained together)::
+
+    min_W  P(W) = ½‖W‖_F² + Σ_i C_{y_i} Σ_{c ≠ y_i} max(0, 1 − (w_{y_i} − w_c)ᵀx̄_i)
+
+``x̄_i = (x_i, B)``: no bias by default (the paper's setting); ``bias=B > 0`` appends a
+regularized constant feature (LIBLINEAR's ``-B``; an unregularized offset would break the
+dual's box, spec §1.2). ``C_y = C·class_weight[y]``. Prediction: ``argmax_c w_cᵀx̄``.
+
+Dual (spec §1.4, the β-form): per row ``k − 1`` multipliers ``β_i ∈ [0, C_{y_i}]^{k−1}`` (a
+per-row state of the scheduler, width ``k − 1``, float64: it spills to scratch disk like any
+state when it does not fit the budget) and their sum ``γ_i``; ``W = Σ_i x̄_i β_iᵀ π σ_{y_i}``
+and ``D(β) = Σ_i γ_i − ½‖W‖²``. One pass is one outer iteration of Algorithm 1: the blocks in
+a new seeded order, the rows of each block in a seeded permutation; each row's block of the
+dual is minimized exactly by Walrus (``kernels/_ww.py``), a row whose β is 0 and whose
+margins are all ≥ 1 is skipped without a solve (exact, spec §2.3).
+
+Certificate, with no pass of its own (spec §8): the weights at the end of a pass are copied;
+the next pass, while it trains, also sums the hinge losses of that copy, so at its end the
+copy's primal ``P`` is known, and its dual ``D = Σ γ − ½‖W‖²`` was known when the copy was
+taken: the duality gap of the last pass's iterate, exact. The model returned is that
+certified iterate (one pass older than the newest weights). Two stopping rules, both
+reported in the history: the relative gap ``(P − D)/P ≤ tol`` (the same meaning as every
+other solver's ``tol``), and the paper's ``DG_t ≤ gap_decay · DG_1`` with ``DG_1`` the gap
+after the first outer iteration (``gap_decay`` 0.0009 as in the paper's final table; 0
+turns it off). ``max_passes`` ends with an exact read-only pass at the newest weights.
+
+Two classes (a binary store): Weston–Watkins with ``C`` is the binary hinge SVM with
+``2C`` (spec §7.12): ``u = w_+ − w_−`` is returned as a binary model and declared as that
+problem, so its objective is ``2·P(W)`` and predictions are the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError
+from ..kernels import row_sq_norms
+from ..kernels._ww import ww_epoch, ww_scores_loss
+from ..problem import Problem, class_costs
+from ..schedule import Accumulator
+from ._base import C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver, register
+
+__all__ = ["WestonWatkinsSolver"]
+
+
+@register("ww")
+class WestonWatkinsSolver(Solver):
+    """The Weston–Watkins SVM by dual block coordinate descent and Walrus (module doc)."""
+
+    summary = ("Weston-Watkins multiclass SVM (one joint model, not one-vs-rest) by dual "
+               "block coordinate descent with the exact Walrus subproblem solver; the "
+               "duality gap of each pass's iterate certified by the next pass")
+    params = (
+        C_PARAM,
+        Param("bias", "float", 0.0, "value of a constant bias feature, regularized like the "
+              "weights (LIBLINEAR -B); 0: no bias, the paper's setting", low=0.0),
+        *COMMON_PARAMS,
+        CLASS_WEIGHT_PARAM,
+        Param("gap_decay", "float", 0.0009, "also stop once the duality gap is at most this "
+              "share of the gap after the first pass (the paper's rule; 0: off)", low=0.0),
+    )
+
+    def problem(self, store) -> Problem:
+        binary = store.task == "binary"
+        return Problem(loss="hinge", C=2 * self.C if binary else self.C,
+                       class_weight=self.class_weight, bias=self.bias,
+                       bias_mode="regularized" if self.bias else "none",
+                       layout="binary" if binary else "joint")
+
+    def check_store(self, store) -> None:
+        if len(store.classes) < 2:
+            raise InvalidParameterError(
+                f"ww needs rows of at least two classes; the store has one label "
+                f"({store.classes[0]!r})")
+
+    def start(self, sched) -> None:
+        store = sched.store
+        self.binary = store.task == "binary"
+        k = self.k = 2 if self.binary else len(store.classes)
+        D1 = sched.n_features + 1
+        sched.check_budget("ww", {"the weights (newest, previous pass's, certified)":
+                                  3 * 8 * D1 * k})
+        # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
+        Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
+                            np.asarray(store.classes), store.label_counts)
+        self.Cy = np.ascontiguousarray(np.resize(Cp, k), dtype=np.float64)
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.beta = sched.state("ww.beta", np.float64, width=k - 1)
+        self.gamma = sched.state("ww.gamma", np.float64)
+        self.W = np.zeros((D1, k))          # the newest weights
+        self.Wcert = np.zeros((D1, k))      # the last certified iterate (the model returned)
+        self.gsum = np.zeros(1)             # Σ γ at the end of the last pass
+        self.cert = np.array([np.inf, -np.inf, np.inf])    # primal, dual, gap of Wcert
+        self.gap1 = np.full(1, np.nan)      # the gap after the first outer iteration
+        self.epochs = 0
+
+    state_arrays = ("W", "Wcert", "gsum", "cert", "gap1")
+    state_values = ("epochs",)
+    history_extras = ("gap_decay", "pg_max")
+
+    @property
+    def n_iter(self) -> int:
+        return self.epochs
+
+    def _labels(self, block) -> np.ndarray:
+        if self.binary:
+            return (block.y > 0).astype(np.int64)
+        return block.y.astype(np.int64)
+
+    # -- one outer iteration: a training pass that certifies the last one's iterate -------
+    def step(self, sched) -> dict:
+        k, B = self.k, float(self.bias)
+        Wprev = self.W.copy()
+        out = np.zeros(4)
+        scratch = (np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1),
+                   np.empty(k))
+        for block in sched.blocks("random"):
+            X = (block.indptr, block.indices, block.data)
+            q = np.empty(block.n_rows)
+            row_sq_norms(X, B * B, q)
+            order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
+            sched.run(ww_epoch, X, self.unit, self._labels(block), q, order,
+                      (self.beta.view(block), self.gamma.view(block)),
+                      (self.W, Wprev, self.Cy, B), scratch, out)
+        self.epochs += 1
+        reg = 0.5 * float(np.einsum("dk,dk->", Wprev, Wprev))
+        self._certify(Wprev, reg + out[0], float(self.gsum[0]) - reg)
+        self.gsum[0] = out[1]
+        entry = self._entry("stream", active=int(out[2]))
+        entry["pg_max"] = float(out[3])
+        return entry
+
+    def final_check(self, sched) -> dict:
+        """An exact read-only pass at the newest weights."""
+        W, B = self.W, float(self.bias)
+        res = sched.map_reduce(_ww_loss_block, args=(W, self.Cy, B, self.unit, self.binary),
+                               acc={"loss": Accumulator(1)})
+        reg = 0.5 * float(np.einsum("dk,dk->", W, W))
+        self._certify(W.copy(), reg + float(res["loss"][0]), float(self.gsum[0]) - reg)
+        entry = self._entry("check", active=0)
+        entry["pg_max"] = np.nan
+        return entry
+
+    def _certify(self, W, primal, dual) -> None:
+        self.Wcert[...] = W
+        self.cert[:] = primal, dual, (primal - dual) / max(abs(primal), 1e-300)
+        if self.epochs == 2 and np.isnan(self.gap1[0]):
+            self.gap1[0] = primal - dual            # DG_1: iterate 1, certified by pass 2
+
+    def _entry(self, kind, active) -> dict:
+        primal, dual, rel = self.cert
+        decay = (primal - dual) / self.gap1[0] if self.gap1[0] > 0 else np.nan
+        # two classes: the declared binary problem's objectives (2C, u = w_+ − w_−) are
+        # twice these, at every iterate (β keeps w_− = −w_+)
+        scale = 2.0 if self.binary else 1.0
+        entry = {"kind": kind, "primal": scale * float(primal), "dual": scale * float(dual),
+                 "gap": float(rel),
+                 "exact": True, "active": active, "gap_decay": float(decay)}
+        if self.gap_decay > 0 and decay <= self.gap_decay:
+            entry["stop"] = True                    # the paper's rule (module doc)
+        return entry
+
+    def coef(self):
+        W, B = self.Wcert, float(self.bias)
+        if self.binary:                             # u = w_+ − w_− (module doc)
+            u = W[:, 1] - W[:, 0]
+            return u[None, :-1].copy(), np.array([u[-1] * B])
+        return W[:-1].T.copy(), W[-1] * B
+
+
+def _ww_loss_block(block, views, args, acc):
+    """The Weston–Watkins hinge loss of one block at fixed weights."""
+    W, Cy, B, unit, binary = args
+    y = (block.y > 0).astype(np.int64) if binary else block.y.astype(np.int64)
+    X = (block.indptr, block.indices, block.data)
+    ww_scores_loss(X, unit, y, W, Cy, B, np.empty(W.shape[1]), acc["loss"])
+

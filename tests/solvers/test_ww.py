@@ -1,0 +1,130 @@
+"""``ww`` (spec_002): the Weston–Watkins SVM by dual block CD with Walrus — the optimum
+against an independent solve of the dual, W consistent with β, the k = 2 reduction to the
+binary hinge SVM, the declared joint objective, resume."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+
+from streamsvm._evaluate import evaluate
+from streamsvm._train import train
+from streamsvm.exceptions import ConvergenceWarning
+from streamsvm.io import InMemoryStore
+from streamsvm.schedule import PassScheduler
+from streamsvm.solvers.ww import WestonWatkinsSolver
+
+from ..conftest import shared_dataset
+from .test_conformance import check_kill_and_resume
+
+sk = pytest.importorskip("sklearn.datasets")
+
+
+def _load(name, n=None, n_features=None):
+    X, y = sk.load_svmlight_file(str(shared_dataset(name)), n_features=n_features)
+    X = sp.csr_matrix(X)
+    return (X[:n], y[:n]) if n else (X, y)
+
+
+def _fit(X, y, chunk_rows=100, **kw):
+    kw.setdefault("max_passes", 400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return train(InMemoryStore(X, y, chunk_rows=chunk_rows), solver="ww", **kw)
+
+
+def _slot_classes(y, k):
+    """Class of each slot per row (spec §1.4, 0-based)."""
+    s = np.arange(k - 1)[None, :]
+    return np.where(s == y[:, None] - 1, 0, s + 1)
+
+
+def _weights(X, y, beta, k):
+    """W = Σ_i x_i β_iᵀ π σ_{y_i}: +Σβ_i in column y_i, −β_is in the column of slot s."""
+    n = X.shape[0]
+    A = np.zeros((n, k))
+    A[np.arange(n), y] = beta.sum(axis=1)
+    np.subtract.at(A, (np.repeat(np.arange(n), k - 1), _slot_classes(y, k).ravel()),
+                   beta.ravel())
+    return np.asarray(X.T @ A)
+
+
+def test_optimum_matches_an_independent_solve_of_the_dual():
+    # the dual D2 (a box-constrained QP) by L-BFGS-B, knowing nothing of Walrus or blocks
+    X, y = _load("dna/dna.scale", 300)
+    classes, yi = np.unique(y, return_inverse=True)
+    k, n, C = len(classes), X.shape[0], 0.1
+
+    def g(b):
+        beta = b.reshape(n, k - 1)
+        W = _weights(X, yi, beta, k)
+        Z = np.asarray(X @ W)                                   # scores z_i = Wᵀx_i
+        G = Z[np.arange(n), yi][:, None] - Z[np.arange(n)[:, None], _slot_classes(yi, k)] - 1
+        return 0.5 * float((W * W).sum()) - b.sum(), G.ravel()
+    res = scipy.optimize.minimize(g, np.zeros(n * (k - 1)), jac=True, method="L-BFGS-B",
+                                  bounds=[(0, C)] * (n * (k - 1)),
+                                  options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 20000})
+    best = -res.fun                                                 # max D = min P
+    model, r = _fit(X, y, C=C, tol=1e-8, gap_decay=0.0, max_passes=2000)
+    assert r.converged and r.stop_value <= 1e-8
+    assert r.primal == pytest.approx(best, rel=1e-6)
+    # the declared joint problem's objective on the data is the primal the solver reports
+    assert evaluate(model, InMemoryStore(X, y))["objective"] == pytest.approx(r.primal, rel=1e-9)
+    assert model.coef.shape == (k, X.shape[1])
+
+
+def test_weights_stay_the_image_of_beta_and_beta_stays_in_its_box():
+    X, y = _load("dna/dna.scale", 400)
+    classes, yi = np.unique(y, return_inverse=True)
+    k = len(classes)
+    solver = WestonWatkinsSolver(C=0.5, class_weight={1: 2.0})
+    sched = PassScheduler(InMemoryStore(X, y, chunk_rows=37), memory="64MB")
+    try:
+        solver.check_store(sched.store)
+        solver.start(sched)
+        for _ in range(5):
+            entry = solver.step(sched)
+        beta = solver.beta.to_array()
+        Cy = np.where(classes[yi] == 1, 1.0, 0.5)
+        assert np.all(beta >= 0) and np.all(beta <= Cy[:, None])
+        np.testing.assert_allclose(solver.gamma.to_array(), beta.sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(solver.W[:-1], _weights(X, yi, beta, k), atol=1e-10)
+        assert entry["primal"] >= entry["dual"]
+    finally:
+        sched.close()
+
+
+def test_two_classes_are_the_binary_hinge_svm_with_twice_c():
+    # spec §7.12: WW with C on two classes = the binary hinge SVM with 2C, u = w_+ − w_−
+    X, y = _load("a9a/a9a", 600, 123)
+    ww, r = _fit(X, y, C=0.05, bias=1.0, tol=1e-6, gap_decay=0.0, max_passes=2000)
+    assert r.converged and ww.coef.shape == (1, 123)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        dcd, rd = train(InMemoryStore(X, y, chunk_rows=100), solver="dcd", loss="hinge", C=0.1,
+                        bias=1.0, tol=1e-7, max_passes=2000)
+    store = InMemoryStore(X, y)
+    f_ww, f_dcd = evaluate(ww, store)["objective"], evaluate(dcd, store)["objective"]
+    assert f_ww == pytest.approx(f_dcd, rel=2e-6)
+    assert f_ww == pytest.approx(r.primal, rel=1e-9)
+    np.testing.assert_allclose(ww.coef, dcd.coef, atol=2e-3 * np.abs(dcd.coef).max())
+
+
+def test_stops_by_the_papers_gap_decay_rule_and_reports_both():
+    X, y = _load("vowel/vowel.scale")
+    model, r = _fit(X, y, C=1.0, tol=1e-12)           # only gap_decay can stop it
+    assert r.converged
+    last = r.history[-1]
+    assert last["gap_decay"] <= 0.0009 and last["gap"] > 1e-12
+    assert all(np.isnan(h["gap_decay"]) for h in r.history[:1])
+
+
+def test_kill_and_resume_is_bit_identical_on_multiclass(tmp_path):
+    X, y = _load("dna/dna.scale", 500)
+    store = InMemoryStore(X, y, chunk_rows=120)
+    check_kill_and_resume(lambda **kw: train(store, solver="ww", C=0.1, tol=1e-4,
+                                             memory="64MB", **kw), tmp_path)
