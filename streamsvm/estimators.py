@@ -19,7 +19,7 @@ from .exceptions import InvalidParameterError, NotFittedError
 from .model import LinearModel, load_model
 from .solvers import SOLVERS
 
-__all__ = ["LinearSVC", "train"]
+__all__ = ["LinearSVC", "WestonWatkinsSVC", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -206,3 +206,25 @@ class LinearSVC:
     def save(self, path):
         self._check_fitted()
         self.model_.save(path)
+
+
+class WestonWatkinsSVC(LinearSVC):
+    """The Weston–Watkins multiclass SVM (one joint model; ``solver="ww"``), trained out of
+    core by dual block coordinate descent with the exact Walrus subproblem solver.
+
+    Parameters as :class:`LinearSVC`'s, the solver's being ``C`` (1.0), ``bias`` (0.0: none,
+    the paper's setting), ``tol`` (1e-3, on the relative duality gap), ``gap_decay``
+    (0.0009: also stop at this share of the first pass's gap), ``max_passes`` (200),
+    ``class_weight`` and ``slab`` (``streamsvm train --solver ww --help``). On two classes
+    it trains the binary hinge SVM with ``2C``.
+
+    Examples
+    --------
+    >>> import numpy as np, streamsvm as ss
+    >>> X = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9], [-1.0, -1.0]])
+    >>> clf = ss.WestonWatkinsSVC(C=10.0, bias=1.0).fit(X, np.array([0, 0, 1, 1, 2]))
+    >>> clf.predict(X).tolist()
+    [0.0, 0.0, 1.0, 1.0, 2.0]
+    """
+
+    default_solver = "ww"

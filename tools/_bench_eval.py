@@ -26,7 +26,7 @@ import numpy as np
 __all__ = ["LOSSES", "ObjectiveAccumulator", "primal_objective", "accuracy", "rel_gap",
            "best_objective", "as_weights", "one_vs_rest_targets", "first_within"]
 
-LOSSES = ("hinge", "squared_hinge")
+LOSSES = ("hinge", "squared_hinge", "ww")   # ww: the Weston–Watkins (joint) hinge
 
 
 def as_weights(W, b, n_features: int | None = None):
@@ -89,6 +89,8 @@ class ObjectiveAccumulator:
         self.W, self.b = as_weights(W, b)
         if loss is not None and loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES} or None, got {loss!r}")
+        if loss == "ww" and task != "multiclass":
+            raise ValueError("the Weston–Watkins loss is multiclass")
         if task not in ("binary", "multiclass"):
             raise ValueError(f"task must be 'binary' or 'multiclass', got {task!r}")
         if task == "binary" and self.W.shape[0] != 1:
@@ -104,7 +106,12 @@ class ObjectiveAccumulator:
         y = np.asarray(y)
         self.correct += int(np.count_nonzero(predict_encoded(S, self.task) == y))
         self.n += len(y)
-        if self.loss is not None:
+        if self.loss == "ww":          # Σ_{c≠y} max(0, 1 − (s_y − s_c))
+            yi, rows = y.astype(np.int64), np.arange(len(y))
+            t = np.maximum(0.0, 1.0 - (S[rows, yi][:, None] - S))
+            t[rows, yi] = 0.0
+            self.loss_sum += float(t.sum())
+        elif self.loss is not None:
             M = one_vs_rest_targets(y, self.task, self.W.shape[0]) * S
             xi = np.maximum(0.0, 1.0 - M)
             self.loss_sum += float((xi * xi).sum() if self.loss == "squared_hinge" else xi.sum())

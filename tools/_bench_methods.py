@@ -240,8 +240,8 @@ def m_streamsvm(spec, out: _Out):
     ds = spec["dataset"]
     store = open_store(ds["store"])
     solver = spec["solver"]
-    params = dict(C=spec["C"], loss=spec["loss"], tol=spec["tol"], max_passes=spec["max_passes"],
-                  bias=1.0)
+    params = solver_params(solver, C=spec["C"], loss=spec["loss"], tol=spec["tol"],
+                           max_passes=spec["max_passes"])
     common = dict(solver=solver, memory=spec["memory"], seed=spec["seed"],
                   readers=spec.get("readers"))
     # warm-up on a few rows (loads numba's on-disk cache of every kernel: not solver time)
@@ -507,3 +507,22 @@ def _json_default(o):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(run_worker(sys.argv[1]))
+
+
+def solver_params(name: str, *, C: float, loss: str, tol: float, max_passes: float) -> dict:
+    """The parameters a streamsvm solver gets for one (C, loss) problem of the benchmark.
+    ``loss="ww"`` is the Weston–Watkins problem (solver ``ww``, with its gap-decay stop off
+    so that ``tol`` alone decides, as for every other solver)."""
+    from streamsvm.exceptions import InvalidParameterError
+    from streamsvm.solvers import SOLVERS
+    cls = SOLVERS[name]
+    table = cls.param_table() if hasattr(cls, "param_table") else {"loss": None}
+    has_loss = "loss" in table
+    if (loss == "ww") == has_loss:
+        raise InvalidParameterError(f"{name} does not train the {loss!r} problem")
+    params = dict(C=C, tol=tol, max_passes=max_passes, bias=1.0)
+    if has_loss:
+        params["loss"] = loss
+    if "gap_decay" in table:
+        params["gap_decay"] = 0.0
+    return params

@@ -16,8 +16,11 @@ GAP_FLOOR = 1e-9      # gaps at or below this (the best run itself) are drawn on
 PROBLEMS = (("Binary, hinge loss", "binary", ("hinge",)),
             ("Binary, squared hinge loss", "binary", ("squared_hinge",)),
             ("Multiclass (one-vs-rest hinge / squared hinge; Crammer–Singer: accuracy only)",
-             "multiclass", ("hinge", "squared_hinge", "crammer_singer")))
-LOSS_SHORT = {"hinge": "hinge", "squared_hinge": "sq. hinge", "crammer_singer": "C–S"}
+             "multiclass", ("hinge", "squared_hinge", "crammer_singer")),
+            ("Multiclass, Weston–Watkins (one joint model; Crammer–Singer: accuracy only)",
+             "multiclass", ("ww",)))
+LOSS_SHORT = {"hinge": "hinge", "squared_hinge": "sq. hinge", "crammer_singer": "C–S",
+              "ww": "W–W"}
 
 
 def fmt(x, kind: str = "g") -> str:

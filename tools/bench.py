@@ -68,6 +68,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from tools._machine import machine_info  # noqa: E402
+from tools._bench_methods import solver_params  # noqa: E402
 from tools._bench_eval import (ObjectiveAccumulator, best_objective, first_within,  # noqa: E402
                                rel_gap)
 
@@ -99,14 +100,14 @@ SYNTH_TEST_ROWS = 20_000
 SUITES = {
     "quick": dict(
         datasets=list(REAL) + ["synth-1e5"], Cs=[1.0],
-        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge"],
+        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge", "ww"],
         methods=None, repeat=3, repeat_under=2.0, tol=1e-3, max_passes=200,
         eps_dual=[0.1, 0.01, 0.001, 1e-4], eps_primal=[0.1, 0.01, 0.001, 1e-4],
         sgd_epochs=10, vw_passes=[1, 2, 4, 8, 16], reference_tol=1e-5, ladder_budget=15.0,
         timeout=300, ooc_rows=None),
     "full": dict(
         datasets=list(REAL) + ["synth-1e5", "synth-1e6", "synth-1e7"], Cs=[0.1, 1.0, 10.0],
-        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge"],
+        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge", "ww"],
         methods=None, repeat=3, repeat_under=2.0, tol=1e-3, max_passes=500,
         eps_dual=[0.1, 0.01, 0.001, 1e-4, 1e-5], eps_primal=[0.1, 0.01, 0.001, 1e-4, 1e-5],
         sgd_epochs=20, vw_passes=[1, 2, 4, 8, 16, 32], reference_tol=1e-5, ladder_budget=600.0,
@@ -542,10 +543,20 @@ def solver_supported(name: str, *, C: float, loss: str, tol: float, max_passes: 
     from streamsvm.exceptions import InvalidParameterError
     from streamsvm.solvers import SOLVERS
     try:
-        SOLVERS[name](C=C, loss=loss, tol=tol, max_passes=max_passes, bias=1.0)
+        SOLVERS[name](**solver_params(name, C=C, loss=loss, tol=tol, max_passes=max_passes))
     except (InvalidParameterError, TypeError) as exc:
         return False, f"{type(exc).__name__}: {exc}"
     return True, None
+
+
+def _trains(name: str, loss: str) -> bool:
+    """Whether solver ``name`` trains problems of this loss at all (one-vs-rest losses, or
+    the Weston–Watkins problem): the others are left out of that table, not listed as
+    unsupported."""
+    from streamsvm.solvers import SOLVERS
+    cls = SOLVERS.get(name)
+    table = cls.param_table() if hasattr(cls, "param_table") else {"loss": None}
+    return ("loss" in table) != (loss == "ww")
 
 
 def plan_methods(task: str, loss: str, *, ooc: bool, solvers=None) -> list[dict]:
@@ -556,7 +567,9 @@ def plan_methods(task: str, loss: str, *, ooc: bool, solvers=None) -> list[dict]
     """
     solvers = streamsvm_solvers() if solvers is None else solvers
     out = [{"id": f"streamsvm-{s}", "label": f"streamsvm {s}", "kind": "streamsvm",
-            "family": "streamsvm", "solver": s} for s in solvers]
+            "family": "streamsvm", "solver": s} for s in solvers if _trains(s, loss)]
+    if loss == "ww":               # Weston–Watkins: no other tool here trains it (LIBLINEAR's
+        return out                 # joint multiclass SVM, -s 4, is in the hinge table)
     if loss == "hinge":
         out.append({"id": "liblinear-s3", "label": "LIBLINEAR -s 3", "kind": "liblinear",
                     "family": "liblinear", "s": 3})
@@ -689,9 +702,14 @@ def run_cli(solver: str, ds: dict, C: float, loss: str, cfg: dict, outdir: str) 
     """The user's path: ``streamsvm train`` in a fresh process (whole-process time, peak RSS)."""
     model = os.path.join(outdir, "cli-model.json")
     argv = [sys.executable, "-m", "streamsvm.cli", "train", ds["store"], "-o", model, "--json",
-            "-q", "--solver", solver, "-C", repr(C), "--loss", loss, "--tol", repr(cfg["tol"]),
+            "-q", "--solver", solver, "-C", repr(C), "--tol", repr(cfg["tol"]),
             "--max-passes", repr(cfg["max_passes"]),
             "--memory", str(ds.get("budget", cfg["memory"])), "--seed", str(cfg["seed"])]
+    params = solver_params(solver, C=C, loss=loss, tol=cfg["tol"], max_passes=cfg["max_passes"])
+    if "loss" in params:
+        argv += ["--loss", loss]
+    if "gap_decay" in params:
+        argv += ["--gap-decay", repr(params["gap_decay"])]
     if cfg.get("readers"):
         argv += ["--readers", str(cfg["readers"])]
     child = run_child(argv, timeout=cfg["timeout"], stdout_path=os.path.join(outdir, "cli.out"),
@@ -1249,7 +1267,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", help="comma-separated method ids or substrings (e.g. "
                                      "streamsvm,liblinear-s3,vw)")
     p.add_argument("-C", "--C", dest="Cs", type=_floats, help="comma-separated C values")
-    p.add_argument("--losses", help="comma-separated losses (hinge,squared_hinge)")
+    p.add_argument("--losses", help="comma-separated losses (hinge,squared_hinge; ww: the "
+                   "Weston–Watkins multiclass problem)")
     p.add_argument("--out", help="output directory (default bench-out/SUITE)")
     p.add_argument("--work", help="data directory: stores, text and VW copies, reused between "
                                   "runs (default bench-out/work)")

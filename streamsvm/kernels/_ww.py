@@ -157,22 +157,24 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         ``‖x̄_i‖²`` (with ``B²``).
     order : ndarray of int64
         The rows to visit, in order.
-    state : tuple (beta, gamma)
-        ``beta`` (n_rows, k − 1) and ``gamma`` (n_rows,) of this block, updated in place.
-    model : tuple (W, Wprev, Cy, B)
+    state : tuple (beta, gamma, active)
+        ``beta`` (n_rows, k − 1) and ``gamma`` (n_rows,) of this block, updated in place;
+        ``active`` (n_rows,) uint8 set to 0 for the rows skipped (β = 0 and every margin ≥
+        1) — and with ``shrink`` for the rows whose β did not change — 1 for the others.
+    model : tuple (W, Wprev, Cy, B, evaluate, shrink)
         ``W`` (n_features + 1, k), updated in place; ``Wprev`` the weights at the end of the
-        previous pass (only read: its hinge losses are summed); ``Cy`` (k,) the cost of a
-        row of each class; ``B`` the bias feature's value.
+        previous pass (only read: with ``evaluate``, its hinge losses are summed); ``Cy``
+        (k,) the cost of a row of each class; ``B`` the bias feature's value.
     scratch : tuple (z, v, b, dW, vs, P)
         float64 arrays: ``z`` and ``dW`` of k entries, ``v``, ``b`` and ``vs`` of k − 1,
         ``P`` of k.
     out : ndarray of shape (4,)
-        Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` after the
-        sweep, [2] rows whose β changed, [3] the largest projected-gradient entry seen
+        Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` of the rows
+        visited, after the sweep, [2] rows whose β changed, [3] the largest projected-gradient entry seen
         (before each row's update).
     """
-    beta, gamma = state
-    W, Wprev, Cy, B = model
+    beta, gamma, active = state
+    W, Wprev, Cy, B, evaluate, shrink = model
     z, v, b, dW, vs, P = scratch
     k = W.shape[1]
     d = W.shape[0] - 1
@@ -180,11 +182,12 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         i = order[t]
         yi = y[i]
         Ci = Cy[yi]
-        # the previous pass's weights: their loss on this row (read-only)
-        row_dots(X, unit, i, Wprev, z)
-        for c in range(k):
-            z[c] += B * Wprev[d, c]
-        out[0] += Ci * _ww_loss(z, yi, k)
+        if evaluate:            # the previous pass's weights: their loss on this row
+            row_dots(X, unit, i, Wprev, z)
+            for c in range(k):
+                z[c] += B * Wprev[d, c]
+            out[0] += Ci * _ww_loss(z, yi, k)
+        active[i] = 1
         if q[i] == 0.0:                         # x̄_i = 0 (spec §7.5): β_i = C exactly
             for s in range(k - 1):
                 beta[i, s] = Ci
@@ -207,6 +210,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
             if v[s] > 0.0:
                 pos = True
         if gi == 0.0 and not pos:               # β_i = 0 and every margin ≥ 1: b = 0
+            active[i] = 0
             continue
         gnew = walrus(v, Ci, b, (vs, P))
         changed = False
@@ -225,8 +229,10 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
             for c in range(k):
                 W[d, c] += B * dW[c]
             out[2] += 1.0
-    for i in range(gamma.shape[0]):
-        out[1] += gamma[i]
+        elif shrink:                            # at its block's minimum: out of this round
+            active[i] = 0
+    for t in range(order.shape[0]):
+        out[1] += gamma[order[t]]
 
 
 @kernel

@@ -45,6 +45,10 @@ from ._base import C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver, re
 
 __all__ = ["WestonWatkinsSolver"]
 
+_SLAB_SWEEPS = 50       # most sweeps of the RAM slab between two passes ...
+_SLAB_PG = 0.1          # ... which stop once a sweep's largest |PG| is below this × the pass's
+_SLAB_STREAM = 0x77     # the key of the slab sweeps' orders (sched.rng)
+
 
 @register("ww")
 class WestonWatkinsSolver(Solver):
@@ -61,6 +65,8 @@ class WestonWatkinsSolver(Solver):
         CLASS_WEIGHT_PARAM,
         Param("gap_decay", "float", 0.0009, "also stop once the duality gap is at most this "
               "share of the gap after the first pass (the paper's rule; 0: off)", low=0.0),
+        Param("slab", "bool", True, "between passes, sweep the rows still active (β ≠ 0 or a "
+              "margin < 1) again and again in RAM while they fit the memory budget"),
     )
 
     def problem(self, store) -> Problem:
@@ -90,16 +96,28 @@ class WestonWatkinsSolver(Solver):
         self.unit = bool(getattr(store, "binary_values", False))
         self.beta = sched.state("ww.beta", np.float64, width=k - 1)
         self.gamma = sched.state("ww.gamma", np.float64)
+        self.act = sched.state("ww.active", np.uint8, fill=1)
         self.W = np.zeros((D1, k))          # the newest weights
         self.Wcert = np.zeros((D1, k))      # the last certified iterate (the model returned)
         self.gsum = np.zeros(1)             # Σ γ at the end of the last pass
         self.cert = np.array([np.inf, -np.inf, np.inf])    # primal, dual, gap of Wcert
         self.gap1 = np.full(1, np.nan)      # the gap after the first outer iteration
-        self.epochs = 0
+        self.epochs = self.sweeps = 0
+        # the active rows, kept in RAM between passes (their β, γ and flags copied there)
+        self.rows = sched.resident_rows(
+            self.act, (self.beta, self.gamma, self.act),
+            extra_row_bytes=8 + 4 + 8 * (k - 1) + 8 + 1 + 8 + 8 + 8,
+            fixed_bytes=self.W.nbytes * 3, ram=self.slab, disk=False)
+        if self.slab and self.rows.fits_ram():     # the whole store fits: from the first pass
+            self.rows.collect_to = "ram"
+
+    def close(self) -> None:
+        if getattr(self, "rows", None) is not None:
+            self.rows.close()
 
     state_arrays = ("W", "Wcert", "gsum", "cert", "gap1")
-    state_values = ("epochs",)
-    history_extras = ("gap_decay", "pg_max")
+    state_values = ("epochs", "sweeps")
+    history_extras = ("gap_decay", "pg_max", "slab_sweeps")
 
     @property
     def n_iter(self) -> int:
@@ -112,26 +130,76 @@ class WestonWatkinsSolver(Solver):
 
     # -- one outer iteration: a training pass that certifies the last one's iterate -------
     def step(self, sched) -> dict:
-        k, B = self.k, float(self.bias)
+        """A pass over the store (training, and the loss of the weights it starts from),
+        then sweeps of the active rows in RAM when they were collected."""
+        k, B, rows = self.k, float(self.bias), self.rows
         Wprev = self.W.copy()
         out = np.zeros(4)
-        scratch = (np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1),
-                   np.empty(k))
-        for block in sched.blocks("random"):
-            X = (block.indptr, block.indices, block.data)
-            q = np.empty(block.n_rows)
-            row_sq_norms(X, B * B, q)
-            order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
-            sched.run(ww_epoch, X, self.unit, self._labels(block), q, order,
-                      (self.beta.view(block), self.gamma.view(block)),
-                      (self.W, Wprev, self.Cy, B), scratch, out)
+        scratch = self._scratch()
+        collector = rows.collector()
+        try:
+            for block in sched.blocks("random"):
+                X = (block.indptr, block.indices, block.data)
+                q = np.empty(block.n_rows)
+                row_sq_norms(X, B * B, q)
+                order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
+                act = self.act.view(block)
+                sched.run(ww_epoch, X, self.unit, self._labels(block), q, order,
+                          (self.beta.view(block), self.gamma.view(block), act),
+                          (self.W, Wprev, self.Cy, B, True, False), scratch, out)
+                rows.after_block(block, collector, act)
+        except BaseException:
+            if collector is not None:
+                collector.abandon()
+            raise
+        rows.finish(collector)
         self.epochs += 1
         reg = 0.5 * float(np.einsum("dk,dk->", Wprev, Wprev))
         self._certify(Wprev, reg + out[0], float(self.gsum[0]) - reg)
         self.gsum[0] = out[1]
-        entry = self._entry("stream", active=int(out[2]))
-        entry["pg_max"] = float(out[3])
+        sweeps = self._slab_sweeps(sched, float(out[3])) if rows.ram is not None else 0
+        rows.leave_ram()                           # (so a checkpoint holds the newest β)
+        rows.plan()                                # the next pass collects them when they fit
+        entry = self._entry("stream", active=int(rows.kept()[0]))
+        entry["pg_max"], entry["slab_sweeps"] = float(out[3]), sweeps
         return entry
+
+    def _scratch(self):
+        k = self.k
+        return (np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1),
+                np.empty(k))
+
+    def _slab_sweeps(self, sched, pg_pass) -> int:
+        """Sweeps of the RAM slab's rows (a new seeded order each), with shrinking: a row
+        skipped, or whose β a sweep left unchanged, sits out the following sweeps. Once a
+        sweep's largest projected gradient is below ``_SLAB_PG`` of the pass's (or no row is
+        left), one sweep over every slab row decides: below again, the sweeps stop, else they
+        go on. At most ``_SLAB_SWEEPS``; their row visits count as passes (``rows / n``)."""
+        sl, B = self.rows.ram, float(self.bias)
+        beta, gamma = sl.local["ww.beta"], sl.local["ww.gamma"]
+        y = (sl.y > 0).astype(np.int64) if self.binary else sl.y.astype(np.int64)
+        q = np.empty(sl.n_rows)
+        row_sq_norms(sl.X, B * B, q)
+        before = float(gamma.sum())
+        live = np.ones(sl.n_rows, np.uint8)       # the rows not shrunk
+        scratch, n, full = self._scratch(), 0, True
+        for n in range(1, _SLAB_SWEEPS + 1):
+            idx = np.flatnonzero(live).astype(np.int64)
+            order = idx[sched.rng(self.sweeps, _SLAB_STREAM).permutation(len(idx))]
+            self.sweeps += 1
+            out = np.zeros(4)
+            sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
+                      (self.W, self.W, self.Cy, B, False, True), scratch, out)
+            sched.count_rows(len(order))
+            if out[3] <= _SLAB_PG * pg_pass or not live.any():
+                if full:
+                    break
+                live[:] = 1                         # un-shrink: the next sweep decides
+                full = True
+            else:
+                full = False
+        self.gsum[0] += float(gamma.sum()) - before
+        return n
 
     def final_check(self, sched) -> dict:
         """An exact read-only pass at the newest weights."""
@@ -140,8 +208,8 @@ class WestonWatkinsSolver(Solver):
                                acc={"loss": Accumulator(1)})
         reg = 0.5 * float(np.einsum("dk,dk->", W, W))
         self._certify(W.copy(), reg + float(res["loss"][0]), float(self.gsum[0]) - reg)
-        entry = self._entry("check", active=0)
-        entry["pg_max"] = np.nan
+        entry = self._entry("check", active=int(self.rows.kept()[0]))
+        entry["pg_max"], entry["slab_sweeps"] = np.nan, 0
         return entry
 
     def _certify(self, W, primal, dual) -> None:

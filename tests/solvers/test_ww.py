@@ -128,3 +128,26 @@ def test_kill_and_resume_is_bit_identical_on_multiclass(tmp_path):
     store = InMemoryStore(X, y, chunk_rows=120)
     check_kill_and_resume(lambda **kw: train(store, solver="ww", C=0.1, tol=1e-4,
                                              memory="64MB", **kw), tmp_path)
+
+
+def test_ram_slab_sweeps_save_passes_over_the_store_and_reach_the_same_optimum():
+    X, y = _load("vowel/vowel.scale")
+    slab, rs = _fit(X, y, C=1.0, tol=1e-4, gap_decay=0.0, max_passes=2000)
+    plain, rp = _fit(X, y, C=1.0, tol=1e-4, gap_decay=0.0, max_passes=2000, slab=False)
+    assert rs.converged and rp.converged
+    # one history entry per pass over the store; the slab's sweeps are in `passes`
+    assert len(rs.history) * 5 < len(rp.history)
+    assert any(h["slab_sweeps"] > 1 for h in rs.history)
+    assert rs.primal == pytest.approx(rp.primal, rel=2e-4)
+
+
+def test_estimator_fits_predicts_and_clones():
+    sklearn_base = pytest.importorskip("sklearn.base")
+    import streamsvm as ss
+    X, y = _load("dna/dna.scale", 600)
+    clf = ss.WestonWatkinsSVC(C=0.1, memory="64MB").fit(X, y)
+    assert clf.get_params()["solver"] == "ww" and clf.converged_
+    assert clf.coef_.shape == (3, X.shape[1]) and clf.score(X, y) > 0.9
+    assert set(clf.predict(X)) <= set(np.unique(y))
+    twin = sklearn_base.clone(clf)
+    assert twin.get_params() == clf.get_params()

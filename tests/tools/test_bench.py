@@ -578,3 +578,25 @@ def test_checks_cost_times_sweeps_with_and_without_the_checks(tmp_path, monkeypa
     assert len(r["all"]["later"]["True"]) == len(r["all"]["later"]["False"]) >= 2
     assert r["first_sweep_s"]["checks"] > 0 and r["later_sweep_s"]["no_checks"] > 0
     assert "| first streamed sweep" in bench.checks_table(r)
+
+
+def test_weston_watkins_problem_is_planned_and_graded():
+    # loss "ww": only the solvers that train the joint problem; graded by the WW objective
+    ids = [m["id"] for m in bench.plan_methods("multiclass", "ww", ooc=False)]
+    assert ids == ["streamsvm-ww"]
+    assert "streamsvm-ww" not in [m["id"] for m in bench.plan_methods("multiclass", "hinge",
+                                                                      ooc=False)]
+    assert bm.solver_params("ww", C=2.0, loss="ww", tol=1e-3, max_passes=5) == dict(
+        C=2.0, tol=1e-3, max_passes=5, bias=1.0, gap_decay=0.0)
+    from streamsvm.problem import Problem
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 6, density=0.5, random_state=1, format="csr")
+    y = rng.integers(0, 3, 40)
+    W, b = rng.normal(size=(3, 6)), rng.normal(size=3)
+    acc = ev.ObjectiveAccumulator(W, b, C=0.7, loss="ww", task="multiclass")
+    acc.add(X, y)
+    prob = Problem(loss="hinge", C=0.7, bias=1.0, layout="joint")
+    classes = np.arange(3.0)
+    ref = prob.regularizer(W, b) + prob.loss_sum(np.asarray(X @ W.T) + b, classes[y], classes,
+                                                 prob.costs(classes))
+    assert acc.primal == pytest.approx(ref, rel=1e-12)
