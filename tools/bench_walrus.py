@@ -35,7 +35,7 @@ def _objective(b, v):
 def measure(m: int, rng, calls: int, generic: bool) -> dict:
     V = rng.normal(0.2, 1.0, (64, m))
     b = np.empty(m)
-    scratch = (np.empty(m), np.empty(m + 1))
+    scratch = (np.empty(m), np.empty(m), np.empty(m + 1))
     walrus(V[0], 1.0, b, scratch)                     # compiled (or loaded) before timing
     times = []
     for _ in range(5):

@@ -33,15 +33,15 @@ __all__ = ["walrus", "ww_epoch", "ww_scores_loss"]
 
 @kernel_inline
 def _sift_down(a, start, end):
-    """Min-heap sift on ``a[start:end]`` (the heap sort below sorts descending)."""
+    """Max-heap sift of ``a[start]`` within ``a[:end]``."""
     root = start
     while True:
         child = 2 * root + 1
         if child >= end:
             return
-        if child + 1 < end and a[child + 1] < a[child]:
+        if child + 1 < end and a[child + 1] > a[child]:
             child += 1
-        if a[child] < a[root]:
+        if a[child] > a[root]:
             a[root], a[child] = a[child], a[root]
             root = child
         else:
@@ -49,18 +49,27 @@ def _sift_down(a, start, end):
 
 
 @kernel_inline
-def _sort_desc(a, n):
-    """Sort ``a[:n]`` in descending order in place (heap sort: O(n log n), no allocation)."""
-    for start in range((n - 2) // 2, -1, -1):
-        _sift_down(a, start, n)
-    for end in range(n - 1, 0, -1):
-        a[0], a[end] = a[end], a[0]
-        _sift_down(a, 0, end)
+def _pop_to(heap, size, vs, P, popped, j):
+    """Move the largest remaining values from the max-heap ``heap[:size]`` to ``vs`` (in
+    descending order, with their prefix sums ``P``) until ``vs[j]`` is known: ``(size,
+    popped)`` after. Lazy: a call costs O(log p) per value moved."""
+    while popped <= j and size > 0:
+        vs[popped] = heap[0]
+        P[popped + 1] = P[popped] + heap[0]
+        popped += 1
+        size -= 1
+        heap[0] = heap[size]
+        _sift_down(heap, 0, size)
+    return size, popped
 
 
 @kernel
 def walrus(v, C, out_b, scratch):
     """The exact minimizer of ``½‖b‖² + ½(1ᵀb)² − vᵀb`` over ``[0, C]^{k−1}`` (module doc).
+
+    The positive entries are put in a max-heap (O(p)) and taken out in descending order only
+    as far as the sweep over the breakpoints goes (the C++ reference's lazy heaps): O(p + r
+    log p) for the r largest values visited, O(p log p) at worst.
 
     Parameters
     ----------
@@ -69,39 +78,40 @@ def walrus(v, C, out_b, scratch):
         The box's upper bound, > 0.
     out_b : ndarray of shape (k − 1,)
         Overwritten with the minimizer.
-    scratch : tuple (vs, P)
-        float64 arrays of at least k − 1 and k entries.
+    scratch : tuple (heap, vs, P)
+        float64 arrays of at least k − 1, k − 1 and k entries.
 
     Returns
     -------
     float
         ``γ = Σ_j b_j``, recomputed from ``out_b``.
     """
-    vs, P = scratch
+    heap, vs, P = scratch
     m1 = v.shape[0]
     p = 0
     for j in range(m1):
         if v[j] > 0.0:
-            vs[p] = v[j]
+            heap[p] = v[j]
             p += 1
     if p == 0:                                  # Lemma A.9(3): b = 0
         for j in range(m1):
             out_b[j] = 0.0
         return 0.0
-    _sort_desc(vs, p)
+    for start in range((p - 2) // 2, -1, -1):
+        _sift_down(heap, start, p)
+    size, popped = p, 0
     P[0] = 0.0
-    for j in range(p):
-        P[j + 1] = P[j] + vs[j]
-    qx = 0                                      # EXIT events exist for vs[j] > C (a prefix)
-    while qx < p and vs[qx] > C:
-        qx += 1
+    size, popped = _pop_to(heap, size, vs, P, popped, 0)
     ie = 0
     ix = 0
     gam = 0.0
     while True:
-        # EXIT only after its own ENTRY (ix < ie): the spec's tie-break alone lets it come
-        # first when C is below v's rounding (v − C == v), and m = −1 divides by zero
-        if ix < qx and ix < ie and (ie == p or vs[ix] - C >= vs[ie]):
+        # vs[ix] is known (ix ≤ ie); its EXIT exists when vs[ix] > C, and comes only after
+        # its own ENTRY (ix < ie): the spec's tie-break alone lets it come first when C is
+        # below v's rounding (v − C == v), and m = −1 divides by zero
+        if ie < p:
+            size, popped = _pop_to(heap, size, vs, P, popped, ie)
+        if ix < ie and vs[ix] > C and (ie == p or vs[ix] - C >= vs[ie]):
             ix += 1                             # EXIT: ⟨n+1⟩ joins the upper bound
         else:
             ie += 1                             # ENTRY: ⟨n+m+1⟩ joins the free set
@@ -109,9 +119,11 @@ def walrus(v, C, out_b, scratch):
         m = ie - ix
         gam = (C * n + P[ie] - P[ix]) / (m + 1)
         nxt = 0.0                               # the next breakpoint, floored at 0
-        if ie < p and vs[ie] > nxt:
-            nxt = vs[ie]
-        if ix < qx and vs[ix] - C > nxt:
+        if ie < p:
+            size, popped = _pop_to(heap, size, vs, P, popped, ie)
+            if vs[ie] > nxt:
+                nxt = vs[ie]
+        if ix < ie and vs[ix] > C and vs[ix] - C > nxt:
             nxt = vs[ix] - C
         if gam >= nxt:
             break
@@ -165,9 +177,9 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         ``W`` (n_features + 1, k), updated in place; ``Wprev`` the weights at the end of the
         previous pass (only read: with ``evaluate``, its hinge losses are summed); ``Cy``
         (k,) the cost of a row of each class; ``B`` the bias feature's value.
-    scratch : tuple (z, v, b, dW, vs, P)
-        float64 arrays: ``z`` and ``dW`` of k entries, ``v``, ``b`` and ``vs`` of k − 1,
-        ``P`` of k.
+    scratch : tuple (z, v, b, dW, heap, vs, P)
+        float64 arrays: ``z`` and ``dW`` of k entries, ``v``, ``b``, ``heap`` and ``vs`` of
+        k − 1, ``P`` of k.
     out : ndarray of shape (4,)
         Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` of the rows
         visited, after the sweep, [2] rows whose β changed, [3] the largest projected-gradient entry seen
@@ -175,7 +187,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """
     beta, gamma, active = state
     W, Wprev, Cy, B, evaluate, shrink = model
-    z, v, b, dW, vs, P = scratch
+    z, v, b, dW, heap, vs, P = scratch
     k = W.shape[1]
     d = W.shape[0] - 1
     for t in range(order.shape[0]):
@@ -212,7 +224,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         if gi == 0.0 and not pos:               # β_i = 0 and every margin ≥ 1: b = 0
             active[i] = 0
             continue
-        gnew = walrus(v, Ci, b, (vs, P))
+        gnew = walrus(v, Ci, b, (heap, vs, P))
         changed = False
         tot = 0.0
         for s in range(k - 1):

@@ -167,7 +167,7 @@ class WestonWatkinsSolver(Solver):
     def _scratch(self):
         k = self.k
         return (np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1),
-                np.empty(k))
+                np.empty(k - 1), np.empty(k))
 
     def _slab_sweeps(self, sched, pg_pass) -> int:
         """Sweeps of the RAM slab's rows (a new seeded order each), with shrinking: a row

@@ -17,7 +17,7 @@ def _walrus(v, C):
     v = np.asarray(v, dtype=np.float64)
     m = len(v)
     b = np.empty(m)
-    gam = walrus(v, float(C), b, (np.empty(m), np.empty(m + 1)))
+    gam = walrus(v, float(C), b, (np.empty(m), np.empty(m), np.empty(m + 1)))
     return b, gam
 
 

@@ -151,3 +151,14 @@ def test_estimator_fits_predicts_and_clones():
     assert set(clf.predict(X)) <= set(np.unique(y))
     twin = sklearn_base.clone(clf)
     assert twin.get_params() == clf.get_params()
+
+
+@pytest.mark.parametrize("name, paper", [("dna/dna.scale", 95.11), ("letter/letter.scale", 71.70)])
+def test_papers_test_accuracy_at_its_c_and_stopping_rule(name, paper):
+    # spec §6.6, Table 6: C = 2^-4, no bias, stopped at DG_t ≤ 0.0009·DG_1 (tol out of the way)
+    X, y = _load(name)
+    Xt, yt = _load(name + ".t", n_features=X.shape[1])
+    model, r = _fit(X, y, chunk_rows=1000, C=2.0 ** -4, tol=1e-12, max_passes=2000)
+    assert r.converged and r.history[-1]["gap_decay"] <= 0.0009
+    acc = 100 * float(np.mean(model.predict(Xt) == yt))
+    assert abs(acc - paper) <= 0.3, (acc, paper)
