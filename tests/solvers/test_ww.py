@@ -162,3 +162,14 @@ def test_papers_test_accuracy_at_its_c_and_stopping_rule(name, paper):
     assert r.converged and r.history[-1]["gap_decay"] <= 0.0009
     acc = 100 * float(np.mean(model.predict(Xt) == yt))
     assert abs(acc - paper) <= 0.3, (acc, paper)
+
+
+def test_chunk_size_invariance_on_multiclass_data():
+    X, y = _load("dna/dna.scale", 300)
+    objectives = []
+    for chunk_rows in (1, 37, 300):
+        model, r = _fit(X, y, chunk_rows=chunk_rows, C=0.1, tol=1e-6, gap_decay=0.0,
+                        max_passes=2000)
+        assert r.converged
+        objectives.append(evaluate(model, InMemoryStore(X, y))["objective"])
+    assert max(objectives) - min(objectives) <= 2e-6 * min(objectives)
