@@ -72,16 +72,8 @@ def test_parameters_are_validated_from_the_table(name):
         cls(bogus=1)
 
 
-#: Per-solver settings of the suite's fits. ww has no shrinking or resident rows yet: its dual
-#: block CD needs more than 400 passes on this set at C = 1 (on two classes ww's C is the
-#: binary SVM's C/2), at C = 0.05 it certifies in 65.
-_KW = {"ww": {"C": 0.05}}
-
-
 def _fit(name, store, **kw):
     kw.setdefault("max_passes", 400)
-    for key, value in _KW.get(name, {}).items():
-        kw.setdefault(key, value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return train(store, solver=name, **kw)
