@@ -27,6 +27,14 @@ other solver's ``tol``), and the paper's ``DG_t ≤ gap_decay · DG_1`` with ``D
 after the first outer iteration (``gap_decay`` 0.0009 as in the paper's final table; 0
 turns it off). ``max_passes`` ends with an exact read-only pass at the newest weights.
 
+RAM slab (``slab=True``): after each pass the rows still active (β ≠ 0 or a margin < 1)
+are swept again and again in RAM while they fit the budget, with shrinking (a row whose β a
+sweep leaves unchanged sits out the next sweeps, until a sweep over all of them decides),
+until the largest projected gradient is a tenth of the pass's. When the whole store fits,
+the slab holds every row (the sweeps visit the active ones), and where the sweeps stop the
+gap of the newest weights is evaluated from the slab alone: exact, so a run can end there
+without another pass over the store (history kind ``slab``).
+
 Two classes (a binary store): Weston–Watkins with ``C`` is the binary hinge SVM with
 ``2C`` (spec §7.12): ``u = w_+ − w_−`` is returned as a binary model and declared as that
 problem, so its objective is ``2·P(W)`` and predictions are the same.
@@ -108,7 +116,10 @@ class WestonWatkinsSolver(Solver):
             self.act, (self.beta, self.gamma, self.act),
             extra_row_bytes=8 + 4 + 8 * (k - 1) + 8 + 1 + 8 + 8 + 8,
             fixed_bytes=self.W.nbytes * 3, ram=self.slab, disk=False)
-        if self.slab and self.rows.fits_ram():     # the whole store fits: from the first pass
+        # the whole store fits: every row goes to the slab from the first pass on (the sweeps
+        # visit the active ones; the gap is then exact from the slab alone)
+        self.whole = self.slab and self.rows.fits_ram()
+        if self.whole:
             self.rows.collect_to = "ram"
 
     def close(self) -> None:
@@ -147,7 +158,8 @@ class WestonWatkinsSolver(Solver):
                 sched.run(ww_epoch, X, self.unit, self._labels(block), q, order,
                           (self.beta.view(block), self.gamma.view(block), act),
                           (self.W, Wprev, self.Cy, B, True, False), scratch, out)
-                rows.after_block(block, collector, act)
+                rows.after_block(block, collector,
+                                 np.ones_like(act) if self.whole else act)
         except BaseException:
             if collector is not None:
                 collector.abandon()
@@ -157,10 +169,11 @@ class WestonWatkinsSolver(Solver):
         reg = 0.5 * float(np.einsum("dk,dk->", Wprev, Wprev))
         self._certify(Wprev, reg + out[0], float(self.gsum[0]) - reg)
         self.gsum[0] = out[1]
-        sweeps = self._slab_sweeps(sched, float(out[3])) if rows.ram is not None else 0
+        sweeps, certified = self._slab_sweeps(sched, float(out[3])) if rows.ram is not None \
+            else (0, False)
         rows.leave_ram()                           # (so a checkpoint holds the newest β)
         rows.plan()                                # the next pass collects them when they fit
-        entry = self._entry("stream", active=int(rows.kept()[0]))
+        entry = self._entry("slab" if certified else "stream", active=int(rows.kept()[0]))
         entry["pg_max"], entry["slab_sweeps"] = float(out[3]), sweeps
         return entry
 
@@ -169,20 +182,25 @@ class WestonWatkinsSolver(Solver):
         return (np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1),
                 np.empty(k - 1), np.empty(k))
 
-    def _slab_sweeps(self, sched, pg_pass) -> int:
+    def _slab_sweeps(self, sched, pg_pass) -> tuple[int, bool]:
         """Sweeps of the RAM slab's rows (a new seeded order each), with shrinking: a row
         skipped, or whose β a sweep left unchanged, sits out the following sweeps. Once a
         sweep's largest projected gradient is below ``_SLAB_PG`` of the pass's (or no row is
         left), one sweep over every slab row decides: below again, the sweeps stop, else they
-        go on. At most ``_SLAB_SWEEPS``; their row visits count as passes (``rows / n``)."""
+        go on. At most ``_SLAB_SWEEPS``; their row visits count as passes (``rows / n``).
+
+        When the slab holds every row of the store, the duality gap of the newest weights is
+        exact from the slab alone: it is evaluated when the sweeps stop (a read-only visit of
+        the rows, counted too), and when it meets a stopping rule the weights are certified
+        there, with no pass over the store: ``(sweeps, certified)``."""
         sl, B = self.rows.ram, float(self.bias)
         beta, gamma = sl.local["ww.beta"], sl.local["ww.gamma"]
         y = (sl.y > 0).astype(np.int64) if self.binary else sl.y.astype(np.int64)
         q = np.empty(sl.n_rows)
         row_sq_norms(sl.X, B * B, q)
         before = float(gamma.sum())
-        live = np.ones(sl.n_rows, np.uint8)       # the rows not shrunk
-        scratch, n, full = self._scratch(), 0, True
+        live = sl.local["ww.active"].copy()       # the rows not shrunk
+        scratch, n, full, certified = self._scratch(), 0, True, False
         for n in range(1, _SLAB_SWEEPS + 1):
             idx = np.flatnonzero(live).astype(np.int64)
             order = idx[sched.rng(self.sweeps, _SLAB_STREAM).permutation(len(idx))]
@@ -191,15 +209,36 @@ class WestonWatkinsSolver(Solver):
             sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
                       (self.W, self.W, self.Cy, B, False, True), scratch, out)
             sched.count_rows(len(order))
-            if out[3] <= _SLAB_PG * pg_pass or not live.any():
+            stop = out[3] <= _SLAB_PG * pg_pass or not live.any()
+            if self.rows.ram_full and (stop and full or n == _SLAB_SWEEPS):
+                certified = self._certify_slab(sched, sl, y, float(gamma.sum()) - before)
+                if certified:
+                    break
+            if stop:
                 if full:
                     break
-                live[:] = 1                         # un-shrink: the next sweep decides
+                live[:] = sl.local["ww.active"]     # un-shrink: the next sweep decides
                 full = True
             else:
                 full = False
         self.gsum[0] += float(gamma.sum()) - before
-        return n
+        return n, certified
+
+    def _certify_slab(self, sched, sl, y, dgamma) -> bool:
+        """The exact duality gap of the newest weights over a slab holding every row;
+        certified (the model returned) when a stopping rule holds."""
+        W, B = self.W, float(self.bias)
+        loss = np.zeros(1)
+        sched.run(ww_scores_loss, sl.X, self.unit, y, W, self.Cy, B, np.empty(self.k), loss)
+        sched.count_rows(sl.n_rows)
+        reg = 0.5 * float(np.einsum("dk,dk->", W, W))
+        primal, dual = reg + float(loss[0]), float(self.gsum[0]) + dgamma - reg
+        rel = (primal - dual) / max(abs(primal), 1e-300)
+        decay = (primal - dual) / self.gap1[0] if self.gap1[0] > 0 else np.inf
+        if rel <= self.tol or (self.gap_decay > 0 and decay <= self.gap_decay):
+            self._certify(W.copy(), primal, dual)
+            return True
+        return False
 
     def final_check(self, sched) -> dict:
         """An exact read-only pass at the newest weights."""

@@ -139,6 +139,10 @@ def test_ram_slab_sweeps_save_passes_over_the_store_and_reach_the_same_optimum()
     assert len(rs.history) * 5 < len(rp.history)
     assert any(h["slab_sweeps"] > 1 for h in rs.history)
     assert rs.primal == pytest.approx(rp.primal, rel=2e-4)
+    # the slab holds every row here: the last certificate came from it, exact, no store pass
+    assert rs.history[-1]["kind"] == "slab" and rs.history[-1]["gap"] <= 1e-4
+    assert evaluate(slab, InMemoryStore(X, y))["objective"] == pytest.approx(rs.primal,
+                                                                            rel=1e-9)
 
 
 def test_estimator_fits_predicts_and_clones():
