@@ -10,7 +10,7 @@ import select
 import sys
 import textwrap
 
-from .exceptions import StreamSVMError
+from .exceptions import InvalidParameterError, StreamSVMError
 
 __all__ = ["main", "build_parser"]
 
@@ -30,7 +30,7 @@ def _storage_options(pairs) -> dict:
     out = {}
     for item in pairs or []:
         if "=" not in item:
-            raise SystemExit(f"streamsvm: error: --storage-option expects KEY=VALUE, got {item!r}")
+            raise InvalidParameterError(f"--storage-option expects KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         try:
             value = json.loads(value)
@@ -233,7 +233,7 @@ def _cmd_convert(args) -> int:
     from .io import convert
     from ._units import parse_size
     if len(args.inputs) < 2:
-        raise SystemExit("streamsvm convert: error: give at least one INPUT and the OUTPUT store")
+        raise InvalidParameterError("give at least one INPUT and the OUTPUT store")
     *inputs, output = args.inputs
     store = convert(inputs, output, chunk_rows=args.chunk_rows, shuffle=args.shuffle,
                     seed=args.seed, n_features=args.n_features, zero_based=args.zero_based,
@@ -327,13 +327,13 @@ def _class_weight(items):
     out = {}
     for item in items:
         if "=" not in item:
-            raise SystemExit(f"streamsvm train: error: --class-weight expects LABEL=WEIGHT or "
+            raise InvalidParameterError(f"--class-weight expects LABEL=WEIGHT or "
                              f"'balanced', got {item!r}")
         k, v = item.split("=", 1)
         try:
             out[float(k)] = float(v)
         except ValueError:
-            raise SystemExit(f"streamsvm train: error: --class-weight {item!r}: LABEL and "
+            raise InvalidParameterError(f"--class-weight {item!r}: LABEL and "
                              f"WEIGHT must be numbers") from None
     return out
 
@@ -349,7 +349,7 @@ def _solver_args(args) -> dict:
         if value is None:
             continue
         if name not in table:
-            raise SystemExit(f"streamsvm train: error: {p.cli_flag} is not a parameter of "
+            raise InvalidParameterError(f"{p.cli_flag} is not a parameter of "
                              f"solver {args.solver!r} (its parameters: "
                              f"{', '.join(q.cli_flag for q in table.values())})")
         out[name] = _class_weight(value) if p.kind == "class_weight" else value

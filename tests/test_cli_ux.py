@@ -85,3 +85,16 @@ def test_verbose_before_and_after_the_subcommand(flags, level, tmp_path):
     assert f"{level} streamsvm" in err, err
     if level == "INFO":
         assert "DEBUG" not in err, err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["train", "s.zarr", "-o", "m.json", "--solver", "dcd", "--alpha0", "1"],
+     "--alpha0 is not a parameter"),
+    (["train", "s.zarr", "-o", "m.json", "--class-weight", "oops"],
+     "--class-weight expects LABEL=WEIGHT"),
+    (["info", "s.zarr", "--storage-option", "foo"], "--storage-option expects KEY=VALUE"),
+])
+def test_usage_errors_exit_2_and_name_the_option(argv, says, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.startswith(f"streamsvm {argv[0]}: error: ")

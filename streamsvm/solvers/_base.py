@@ -269,6 +269,13 @@ class Solver(abc.ABC):
         """An exact certificate of the current model (at ``max_passes``, when the last
         iteration's was an estimate): an iteration dict as :meth:`step`'s."""
 
+    @property
+    def stale(self) -> bool:
+        """Whether the certified model lags the newest iterate (``ww`` certifies a pass's
+        start by the next pass): at ``max_passes`` the driver then certifies the newest one
+        with :meth:`final_check`."""
+        return False
+
     #: The solver's own numbers in each history entry (keys of :meth:`step`'s dict).
     history_extras: tuple = ()
 

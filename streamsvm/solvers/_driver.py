@@ -95,7 +95,8 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
             _iterate(solver, sched, r, solver.step, t0, callback, bar)
             if not r.done and sched.passes >= solver.max_passes:
                 r.done = True
-                if not r.history[-1]["exact"]:
+                # an estimate, or an exact certificate of an older iterate than the newest
+                if not r.history[-1]["exact"] or solver.stale:
                     _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
             if r.done:
                 break

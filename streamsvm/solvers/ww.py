@@ -134,6 +134,10 @@ class WestonWatkinsSolver(Solver):
     def n_iter(self) -> int:
         return self.epochs
 
+    @property
+    def stale(self) -> bool:
+        return not np.array_equal(self.W, self.Wcert)
+
     def _labels(self, block) -> np.ndarray:
         if self.binary:
             return (block.y > 0).astype(np.int64)
@@ -202,6 +206,9 @@ class WestonWatkinsSolver(Solver):
         live = sl.local["ww.active"].copy()       # the rows not shrunk
         scratch, n, full, certified = self._scratch(), 0, True, False
         for n in range(1, _SLAB_SWEEPS + 1):
+            if sched.passes >= self.max_passes:     # the budget is spent: the driver decides
+                n -= 1
+                break
             idx = np.flatnonzero(live).astype(np.int64)
             order = idx[sched.rng(self.sweeps, _SLAB_STREAM).permutation(len(idx))]
             self.sweeps += 1

@@ -177,3 +177,14 @@ def test_chunk_size_invariance_on_multiclass_data():
         assert r.converged
         objectives.append(evaluate(model, InMemoryStore(X, y))["objective"])
     assert max(objectives) - min(objectives) <= 2e-6 * min(objectives)
+
+
+def test_max_passes_returns_the_newest_weights_certified_by_a_check():
+    # the last pass certifies the weights it started from; at max_passes the newest ones
+    # (after the slab's sweeps, which stop at the budget) get a read-only pass of their own
+    X, y = _load("dna/dna.scale", 500)
+    model, r = _fit(X, y, C=0.1, max_passes=3)
+    assert not r.converged and r.history[-1]["kind"] == "check"
+    assert r.passes <= 3 + 1 + 1          # a sweep begun under the budget, then the check
+    assert np.abs(model.coef).sum() > 0
+    assert evaluate(model, InMemoryStore(X, y))["objective"] == pytest.approx(r.primal, rel=1e-9)
