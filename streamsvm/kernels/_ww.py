@@ -154,6 +154,22 @@ def _ww_loss(z, y, k):
     return loss
 
 
+@kernel_inline
+def _row_dots2(X, unit, i, W, V, out_w, out_v):
+    """``out_w = W x_i`` and ``out_v = V x_i`` (per column), one read of the row."""
+    indptr, indices, data = X
+    k = W.shape[1]
+    for c in range(k):
+        out_w[c] = 0.0
+        out_v[c] = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        x = 1.0 if unit else np.float64(data[p])
+        j = indices[p]
+        for c in range(k):
+            out_w[c] += x * W[j, c]
+            out_v[c] += x * V[j, c]
+
+
 @kernel
 def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """One sweep of block coordinate descent over the rows ``order`` of one block, with the
@@ -177,9 +193,9 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         ``W`` (n_features + 1, k), updated in place; ``Wprev`` the weights at the end of the
         previous pass (only read: with ``evaluate``, its hinge losses are summed); ``Cy``
         (k,) the cost of a row of each class; ``B`` the bias feature's value.
-    scratch : tuple (z, v, b, dW, heap, vs, P)
-        float64 arrays: ``z`` and ``dW`` of k entries, ``v``, ``b``, ``heap`` and ``vs`` of
-        k − 1, ``P`` of k.
+    scratch : tuple (z, zp, v, b, dW, heap, vs, P)
+        float64 arrays: ``z``, ``zp`` and ``dW`` of k entries, ``v``, ``b``, ``heap`` and
+        ``vs`` of k − 1, ``P`` of k.
     out : ndarray of shape (4,)
         Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` of the rows
         visited, after the sweep, [2] rows whose β changed, [3] the largest projected-gradient entry seen
@@ -187,25 +203,26 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """
     beta, gamma, active = state
     W, Wprev, Cy, B, evaluate, shrink = model
-    z, v, b, dW, heap, vs, P = scratch
+    z, zp, v, b, dW, heap, vs, P = scratch
     k = W.shape[1]
     d = W.shape[0] - 1
     for t in range(order.shape[0]):
         i = order[t]
         yi = y[i]
         Ci = Cy[yi]
-        if evaluate:            # the previous pass's weights: their loss on this row
-            row_dots(X, unit, i, Wprev, z)
+        if evaluate:            # the previous pass's weights too: their loss on this row
+            _row_dots2(X, unit, i, W, Wprev, z, zp)
             for c in range(k):
-                z[c] += B * Wprev[d, c]
-            out[0] += Ci * _ww_loss(z, yi, k)
+                zp[c] += B * Wprev[d, c]
+            out[0] += Ci * _ww_loss(zp, yi, k)
         active[i] = 1
         if q[i] == 0.0:                         # x̄_i = 0 (spec §7.5): β_i = C exactly
             for s in range(k - 1):
                 beta[i, s] = Ci
             gamma[i] = Ci * (k - 1)
             continue
-        row_dots(X, unit, i, W, z)
+        if not evaluate:
+            row_dots(X, unit, i, W, z)
         for c in range(k):
             z[c] += B * W[d, c]
         zy = z[yi]

@@ -10,13 +10,16 @@ not fit is *spilled* to a ``np.memmap`` file in a private temporary directory (u
 memmap rather than a Zarr scratch store: per-row state is dense, fixed-width and rewritten
 in place on every pass. A memmap gives the same in-place views as RAM (kernels cannot
 tell the difference), the OS writes back only touched pages, and its page cache uses
-memory the budget does not claim. A compressed chunk store would have to decode and
+memory the budget does not claim. Touched pages of a mapping count in the process's resident
+set, though: a solver that sweeps a state much larger than the budget (``ww``'s β) calls
+:meth:`RowState.drop_pages` once a block is done, so one block's pages stay resident. A compressed chunk store would have to decode and
 re-encode every block's state on every pass, and hand out copies instead of views.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -151,6 +154,23 @@ class RowState:
                 f"have shape {self.shape} and a dtype castable to {self.dtype}. Got shape "
                 f"{array.shape} and dtype {array.dtype} instead.")
         np.copyto(self._data(), array, casting="same_kind")
+
+    def drop_pages(self, block) -> None:
+        """Unmap a spilled state's pages of ``block``'s rows from this process (no-op in
+        RAM): the data stays in the file and the OS page cache, but no longer counts in the
+        process's resident memory. A solver that sweeps a large spilled state block by block
+        calls it once a block is done, so the peak RSS holds one block's pages, not the
+        whole state's."""
+        base = None if self._array is None else self._array.base
+        if not isinstance(base, np.memmap) or getattr(base, "_mmap", None) is None or \
+                not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        row = self.dtype.itemsize * (self.width or 1)
+        page = mmap.PAGESIZE
+        lo = int(block.row_start) * row // page * page        # whole pages inside the rows
+        hi = (int(block.row_start) + int(block.n_rows)) * row // page * page
+        if hi > lo:
+            base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
     def flush(self) -> None:
         """Write a spilled state's dirty pages to its file (no-op in RAM)."""

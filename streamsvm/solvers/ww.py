@@ -164,6 +164,7 @@ class WestonWatkinsSolver(Solver):
                           (self.W, Wprev, self.Cy, B, True, False), scratch, out)
                 rows.after_block(block, collector,
                                  np.ones_like(act) if self.whole else act)
+                self.beta.drop_pages(block)        # a spilled β: one block's pages resident
         except BaseException:
             if collector is not None:
                 collector.abandon()
@@ -183,8 +184,8 @@ class WestonWatkinsSolver(Solver):
 
     def _scratch(self):
         k = self.k
-        return (np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1),
-                np.empty(k - 1), np.empty(k))
+        return (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
+                np.empty(k - 1), np.empty(k - 1), np.empty(k))
 
     def _slab_sweeps(self, sched, pg_pass) -> tuple[int, bool]:
         """Sweeps of the RAM slab's rows (a new seeded order each), with shrinking: a row

@@ -143,3 +143,24 @@ def test_load_state_dict_rejects_mismatches(store, change, match):
         del d["sweep"]
     with pytest.raises(CheckpointError, match=match):
         sched.load_state_dict(d)
+
+
+def test_dropping_a_spilled_states_pages_keeps_its_values(tmp_path):
+    # wide rows so that blocks span whole pages: unmapped after each block, re-read after
+    s, _, _ = random_store(n=3000, d=5, chunk_rows=500)
+    sched = PassScheduler(s, memory=0, scratch_dir=tmp_path / "scratch")
+    try:
+        beta = sched.state("beta", np.float64, width=64)
+        assert beta.spilled
+        for sweep in range(3):
+            for block in sched.blocks("random"):
+                v = beta.view(block)
+                v += np.arange(block.row_start, block.row_start + block.n_rows)[:, None]
+                beta.drop_pages(block)
+        expect = 3.0 * np.arange(3000)[:, None] * np.ones(64)
+        np.testing.assert_array_equal(beta.to_array(), expect)
+        other = sched.state("other", np.float64, fill=2.0)     # untouched since its fill
+        other.drop_pages(next(iter(sched.blocks())))
+        np.testing.assert_array_equal(other.to_array(), 2.0)
+    finally:
+        sched.close()
