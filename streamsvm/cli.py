@@ -328,13 +328,13 @@ def _class_weight(items):
     for item in items:
         if "=" not in item:
             raise InvalidParameterError(f"--class-weight expects LABEL=WEIGHT or "
-                             f"'balanced', got {item!r}")
+                                        f"'balanced', got {item!r}")
         k, v = item.split("=", 1)
         try:
             out[float(k)] = float(v)
         except ValueError:
             raise InvalidParameterError(f"--class-weight {item!r}: LABEL and "
-                             f"WEIGHT must be numbers") from None
+                                        f"WEIGHT must be numbers") from None
     return out
 
 
@@ -349,9 +349,9 @@ def _solver_args(args) -> dict:
         if value is None:
             continue
         if name not in table:
-            raise InvalidParameterError(f"{p.cli_flag} is not a parameter of "
-                             f"solver {args.solver!r} (its parameters: "
-                             f"{', '.join(q.cli_flag for q in table.values())})")
+            raise InvalidParameterError(f"{p.cli_flag} is not a parameter of solver "
+                                        f"{args.solver!r} (its parameters: "
+                                        f"{', '.join(q.cli_flag for q in table.values())})")
         out[name] = _class_weight(value) if p.kind == "class_weight" else value
     return out
 

@@ -509,16 +509,26 @@ if __name__ == "__main__":  # pragma: no cover
     sys.exit(run_worker(sys.argv[1]))
 
 
+def _param_table(name: str) -> dict:
+    from streamsvm.solvers import SOLVERS
+    cls = SOLVERS[name]
+    return cls.param_table() if hasattr(cls, "param_table") else {"loss": None}
+
+
+def trains(name: str, loss: str) -> bool:
+    """Whether solver ``name`` trains problems of this loss at all: one-vs-rest losses (it
+    declares ``loss``), or the Weston–Watkins problem ``"ww"`` (it does not)."""
+    return ("loss" in _param_table(name)) != (loss == "ww")
+
+
 def solver_params(name: str, *, C: float, loss: str, tol: float, max_passes: float) -> dict:
     """The parameters a streamsvm solver gets for one (C, loss) problem of the benchmark.
     ``loss="ww"`` is the Weston–Watkins problem (solver ``ww``, with its gap-decay stop off
     so that ``tol`` alone decides, as for every other solver)."""
     from streamsvm.exceptions import InvalidParameterError
-    from streamsvm.solvers import SOLVERS
-    cls = SOLVERS[name]
-    table = cls.param_table() if hasattr(cls, "param_table") else {"loss": None}
+    table = _param_table(name)
     has_loss = "loss" in table
-    if (loss == "ww") == has_loss:
+    if not trains(name, loss):
         raise InvalidParameterError(f"{name} does not train the {loss!r} problem")
     params = dict(C=C, tol=tol, max_passes=max_passes, bias=1.0)
     if has_loss:

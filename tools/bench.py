@@ -68,7 +68,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from tools._machine import machine_info  # noqa: E402
-from tools._bench_methods import solver_params  # noqa: E402
+from tools._bench_methods import solver_params, trains  # noqa: E402
 from tools._bench_eval import (ObjectiveAccumulator, best_objective, first_within,  # noqa: E402
                                rel_gap)
 
@@ -100,14 +100,16 @@ SYNTH_TEST_ROWS = 20_000
 SUITES = {
     "quick": dict(
         datasets=list(REAL) + ["synth-1e5"], Cs=[1.0],
-        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge", "ww"],
+        binary_losses=["hinge", "squared_hinge"],
+        multiclass_losses=["hinge", "squared_hinge", "ww"],
         methods=None, repeat=3, repeat_under=2.0, tol=1e-3, max_passes=200,
         eps_dual=[0.1, 0.01, 0.001, 1e-4], eps_primal=[0.1, 0.01, 0.001, 1e-4],
         sgd_epochs=10, vw_passes=[1, 2, 4, 8, 16], reference_tol=1e-5, ladder_budget=15.0,
         timeout=300, ooc_rows=None),
     "full": dict(
         datasets=list(REAL) + ["synth-1e5", "synth-1e6", "synth-1e7"], Cs=[0.1, 1.0, 10.0],
-        binary_losses=["hinge", "squared_hinge"], multiclass_losses=["hinge", "squared_hinge", "ww"],
+        binary_losses=["hinge", "squared_hinge"],
+        multiclass_losses=["hinge", "squared_hinge", "ww"],
         methods=None, repeat=3, repeat_under=2.0, tol=1e-3, max_passes=500,
         eps_dual=[0.1, 0.01, 0.001, 1e-4, 1e-5], eps_primal=[0.1, 0.01, 0.001, 1e-4, 1e-5],
         sgd_epochs=20, vw_passes=[1, 2, 4, 8, 16, 32], reference_tol=1e-5, ladder_budget=600.0,
@@ -549,16 +551,6 @@ def solver_supported(name: str, *, C: float, loss: str, tol: float, max_passes: 
     return True, None
 
 
-def _trains(name: str, loss: str) -> bool:
-    """Whether solver ``name`` trains problems of this loss at all (one-vs-rest losses, or
-    the Weston–Watkins problem): the others are left out of that table, not listed as
-    unsupported."""
-    from streamsvm.solvers import SOLVERS
-    cls = SOLVERS.get(name)
-    table = cls.param_table() if hasattr(cls, "param_table") else {"loss": None}
-    return ("loss" in table) != (loss == "ww")
-
-
 def plan_methods(task: str, loss: str, *, ooc: bool, solvers=None) -> list[dict]:
     """The methods run for one (task, loss), in table order.
 
@@ -567,7 +559,7 @@ def plan_methods(task: str, loss: str, *, ooc: bool, solvers=None) -> list[dict]
     """
     solvers = streamsvm_solvers() if solvers is None else solvers
     out = [{"id": f"streamsvm-{s}", "label": f"streamsvm {s}", "kind": "streamsvm",
-            "family": "streamsvm", "solver": s} for s in solvers if _trains(s, loss)]
+            "family": "streamsvm", "solver": s} for s in solvers if trains(s, loss)]
     if loss == "ww":               # Weston–Watkins: no other tool here trains it (LIBLINEAR's
         return out                 # joint multiclass SVM, -s 4, is in the hinge table)
     if loss == "hinge":

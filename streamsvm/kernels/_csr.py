@@ -36,7 +36,7 @@ from numba import njit
 from ._jit import kernel_inline
 
 __all__ = [
-    "is_unit", "row_dot", "row_axpy", "row_dots", "row_axpys", "row_sq_norm",
+    "is_unit", "row_dot", "row_axpy", "row_dots", "row_dots2", "row_axpys", "row_sq_norm",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
     "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
 ]
@@ -100,6 +100,23 @@ def row_dots(X, unit, i, W, out):
         j = indices[p]
         for c in range(k):
             out[c] += x * W[j, c]
+
+
+@kernel_inline
+def row_dots2(X, unit, i, W, V, out_w, out_v):
+    """``out_w[c] = x_i · W[:, c]`` and ``out_v[c] = x_i · V[:, c]``, one read of the row
+    for two weight matrices of the same shape."""
+    indptr, indices, data = X
+    k = W.shape[1]
+    for c in range(k):
+        out_w[c] = 0.0
+        out_v[c] = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        x = 1.0 if unit else np.float64(data[p])
+        j = indices[p]
+        for c in range(k):
+            out_w[c] += x * W[j, c]
+            out_v[c] += x * V[j, c]
 
 
 @kernel_inline

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._csr import row_axpys, row_dots
+from ._csr import row_axpys, row_dots, row_dots2
 from ._jit import kernel, kernel_inline
 
 __all__ = ["walrus", "ww_epoch", "ww_scores_loss"]
@@ -154,22 +154,6 @@ def _ww_loss(z, y, k):
     return loss
 
 
-@kernel_inline
-def _row_dots2(X, unit, i, W, V, out_w, out_v):
-    """``out_w = W x_i`` and ``out_v = V x_i`` (per column), one read of the row."""
-    indptr, indices, data = X
-    k = W.shape[1]
-    for c in range(k):
-        out_w[c] = 0.0
-        out_v[c] = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for c in range(k):
-            out_w[c] += x * W[j, c]
-            out_v[c] += x * V[j, c]
-
-
 @kernel
 def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """One sweep of block coordinate descent over the rows ``order`` of one block, with the
@@ -198,8 +182,8 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         ``vs`` of k − 1, ``P`` of k.
     out : ndarray of shape (4,)
         Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` of the rows
-        visited, after the sweep, [2] rows whose β changed, [3] the largest projected-gradient entry seen
-        (before each row's update).
+        visited, after the sweep, [2] rows whose β changed, [3] the largest
+        projected-gradient entry seen (before each row's update).
     """
     beta, gamma, active = state
     W, Wprev, Cy, B, evaluate, shrink = model
@@ -211,7 +195,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         yi = y[i]
         Ci = Cy[yi]
         if evaluate:            # the previous pass's weights too: their loss on this row
-            _row_dots2(X, unit, i, W, Wprev, z, zp)
+            row_dots2(X, unit, i, W, Wprev, z, zp)
             for c in range(k):
                 zp[c] += B * Wprev[d, c]
             out[0] += Ci * _ww_loss(zp, yi, k)

@@ -12,8 +12,9 @@ in place on every pass. A memmap gives the same in-place views as RAM (kernels c
 tell the difference), the OS writes back only touched pages, and its page cache uses
 memory the budget does not claim. Touched pages of a mapping count in the process's resident
 set, though: a solver that sweeps a state much larger than the budget (``ww``'s β) calls
-:meth:`RowState.drop_pages` once a block is done, so one block's pages stay resident. A compressed chunk store would have to decode and
-re-encode every block's state on every pass, and hand out copies instead of views.
+:meth:`RowState.drop_pages` once a block is done, so one block's pages stay resident. A
+compressed chunk store would have to decode and re-encode every block's state on every
+pass, and hand out copies instead of views.
 """
 
 from __future__ import annotations

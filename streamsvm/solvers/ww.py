@@ -138,11 +138,6 @@ class WestonWatkinsSolver(Solver):
     def stale(self) -> bool:
         return not np.array_equal(self.W, self.Wcert)
 
-    def _labels(self, block) -> np.ndarray:
-        if self.binary:
-            return (block.y > 0).astype(np.int64)
-        return block.y.astype(np.int64)
-
     # -- one outer iteration: a training pass that certifies the last one's iterate -------
     def step(self, sched) -> dict:
         """A pass over the store (training, and the loss of the weights it starts from),
@@ -159,7 +154,7 @@ class WestonWatkinsSolver(Solver):
                 row_sq_norms(X, B * B, q)
                 order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
                 act = self.act.view(block)
-                sched.run(ww_epoch, X, self.unit, self._labels(block), q, order,
+                sched.run(ww_epoch, X, self.unit, _class_index(block.y, self.binary), q, order,
                           (self.beta.view(block), self.gamma.view(block), act),
                           (self.W, Wprev, self.Cy, B, True, False), scratch, out)
                 rows.after_block(block, collector,
@@ -171,8 +166,7 @@ class WestonWatkinsSolver(Solver):
             raise
         rows.finish(collector)
         self.epochs += 1
-        reg = 0.5 * float(np.einsum("dk,dk->", Wprev, Wprev))
-        self._certify(Wprev, reg + out[0], float(self.gsum[0]) - reg)
+        self._certify(Wprev, *self._objectives(Wprev, out[0], self.gsum[0]))
         self.gsum[0] = out[1]
         sweeps, certified = self._slab_sweeps(sched, float(out[3])) if rows.ram is not None \
             else (0, False)
@@ -200,7 +194,7 @@ class WestonWatkinsSolver(Solver):
         there, with no pass over the store: ``(sweeps, certified)``."""
         sl, B = self.rows.ram, float(self.bias)
         beta, gamma = sl.local["ww.beta"], sl.local["ww.gamma"]
-        y = (sl.y > 0).astype(np.int64) if self.binary else sl.y.astype(np.int64)
+        y = _class_index(sl.y, self.binary)
         q = np.empty(sl.n_rows)
         row_sq_norms(sl.X, B * B, q)
         before = float(gamma.sum())
@@ -239,42 +233,51 @@ class WestonWatkinsSolver(Solver):
         loss = np.zeros(1)
         sched.run(ww_scores_loss, sl.X, self.unit, y, W, self.Cy, B, np.empty(self.k), loss)
         sched.count_rows(sl.n_rows)
-        reg = 0.5 * float(np.einsum("dk,dk->", W, W))
-        primal, dual = reg + float(loss[0]), float(self.gsum[0]) + dgamma - reg
-        rel = (primal - dual) / max(abs(primal), 1e-300)
-        decay = (primal - dual) / self.gap1[0] if self.gap1[0] > 0 else np.inf
-        if rel <= self.tol or (self.gap_decay > 0 and decay <= self.gap_decay):
+        primal, dual = self._objectives(W, loss[0], self.gsum[0] + dgamma)
+        rel, _, by_decay = self._rules(primal, dual)
+        if rel <= self.tol or by_decay:
             self._certify(W.copy(), primal, dual)
             return True
         return False
+
+    @staticmethod
+    def _objectives(W, loss, gsum) -> tuple[float, float]:
+        """``(P, D)`` at weights ``W`` with their summed hinge loss and ``Σ γ`` (module doc)."""
+        reg = 0.5 * float(np.einsum("dk,dk->", W, W))
+        return reg + float(loss), float(gsum) - reg
+
+    def _rules(self, primal, dual) -> tuple[float, float, bool]:
+        """The relative gap, the gap over ``DG_1`` (NaN before it is known) and whether the
+        paper's gap-decay rule holds."""
+        rel = (primal - dual) / max(abs(primal), 1e-300)
+        decay = (primal - dual) / self.gap1[0] if self.gap1[0] > 0 else np.nan
+        return rel, decay, bool(self.gap_decay > 0 and decay <= self.gap_decay)
 
     def final_check(self, sched) -> dict:
         """An exact read-only pass at the newest weights."""
         W, B = self.W, float(self.bias)
         res = sched.map_reduce(_ww_loss_block, args=(W, self.Cy, B, self.unit, self.binary),
                                acc={"loss": Accumulator(1)})
-        reg = 0.5 * float(np.einsum("dk,dk->", W, W))
-        self._certify(W.copy(), reg + float(res["loss"][0]), float(self.gsum[0]) - reg)
+        self._certify(W.copy(), *self._objectives(W, res["loss"][0], self.gsum[0]))
         entry = self._entry("check", active=int(self.rows.kept()[0]))
         entry["pg_max"], entry["slab_sweeps"] = np.nan, 0
         return entry
 
     def _certify(self, W, primal, dual) -> None:
         self.Wcert[...] = W
-        self.cert[:] = primal, dual, (primal - dual) / max(abs(primal), 1e-300)
+        self.cert[:] = primal, dual, self._rules(primal, dual)[0]
         if self.epochs == 2 and np.isnan(self.gap1[0]):
             self.gap1[0] = primal - dual            # DG_1: iterate 1, certified by pass 2
 
     def _entry(self, kind, active) -> dict:
         primal, dual, rel = self.cert
-        decay = (primal - dual) / self.gap1[0] if self.gap1[0] > 0 else np.nan
+        _, decay, by_decay = self._rules(primal, dual)
         # two classes: the declared binary problem's objectives (2C, u = w_+ − w_−) are
         # twice these, at every iterate (β keeps w_− = −w_+)
         scale = 2.0 if self.binary else 1.0
         entry = {"kind": kind, "primal": scale * float(primal), "dual": scale * float(dual),
-                 "gap": float(rel),
-                 "exact": True, "active": active, "gap_decay": float(decay)}
-        if self.gap_decay > 0 and decay <= self.gap_decay:
+                 "gap": float(rel), "exact": True, "active": active, "gap_decay": float(decay)}
+        if by_decay:
             entry["stop"] = True                    # the paper's rule (module doc)
         return entry
 
@@ -286,10 +289,15 @@ class WestonWatkinsSolver(Solver):
         return W[:-1].T.copy(), W[-1] * B
 
 
+def _class_index(y, binary) -> np.ndarray:
+    """Class indices 0..k−1 of stored labels (a binary store's ±1 as 0, 1)."""
+    return (y > 0).astype(np.int64) if binary else y.astype(np.int64)
+
+
 def _ww_loss_block(block, views, args, acc):
     """The Weston–Watkins hinge loss of one block at fixed weights."""
     W, Cy, B, unit, binary = args
-    y = (block.y > 0).astype(np.int64) if binary else block.y.astype(np.int64)
     X = (block.indptr, block.indices, block.data)
-    ww_scores_loss(X, unit, y, W, Cy, B, np.empty(W.shape[1]), acc["loss"])
+    ww_scores_loss(X, unit, _class_index(block.y, binary), W, Cy, B, np.empty(W.shape[1]),
+                   acc["loss"])
 

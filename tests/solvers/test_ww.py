@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 import pytest
 import scipy.optimize
-import scipy.sparse as sp
 
 from streamsvm._evaluate import evaluate
 from streamsvm._train import train
@@ -18,16 +17,8 @@ from streamsvm.io import InMemoryStore
 from streamsvm.schedule import PassScheduler
 from streamsvm.solvers.ww import WestonWatkinsSolver
 
-from ..conftest import shared_dataset
 from .test_conformance import check_kill_and_resume
-
-sk = pytest.importorskip("sklearn.datasets")
-
-
-def _load(name, n=None, n_features=None):
-    X, y = sk.load_svmlight_file(str(shared_dataset(name)), n_features=n_features)
-    X = sp.csr_matrix(X)
-    return (X[:n], y[:n]) if n else (X, y)
+from .test_newton import _load
 
 
 def _fit(X, y, chunk_rows=100, **kw):
