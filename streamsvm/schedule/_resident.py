@@ -33,7 +33,7 @@ import numpy as np
 from ..io import Chunk
 from ..kernels import csr_take_rows, kept_rows, take_rows
 
-__all__ = ["ResidentRows", "RamRows", "DiskRows", "SlabBlock"]
+__all__ = ["ResidentRows", "RamRows", "DiskRows", "SlabBlock", "rows_from_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -573,7 +573,7 @@ class ResidentRows:
         self.disk_bytes_read = int(meta["disk_bytes_read"])
         if meta["where"] == "ram":
             ids = np.asarray(arrays["ram.ids"], np.int64)
-            y, X = self._rows_from_store(ids)
+            y, X = rows_from_store(self.sched, ids, self.unit)
             self._install_ram(X, y, ids)
             for name in self.ram.local:
                 self.ram.local[name][...] = arrays[f"ram.local.{name}"]
@@ -582,30 +582,6 @@ class ResidentRows:
             self._rebuild_disk({k: arrays[f"disk.{k}"] for k in
                                 ("rows", "lens", "bounds", "block_rows", "block_bytes")},
                                meta["disk_y_dtype"])
-
-    def _rows_from_store(self, ids: np.ndarray):
-        """Rows ``ids`` (in that order) read again from the store."""
-        order = np.argsort(ids, kind="stable")
-        srt = ids[order]
-        ys, Xs, pos = [], [], []
-        for blk in self.sched.read_blocks(range(self.sched.n_blocks)):
-            lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
-            if lo == hi:
-                continue
-            data = blk.data[:0] if self.unit else blk.data
-            y, X = take_rows(srt[lo:hi] - blk.row_start, blk.y, (blk.indptr, blk.indices, data))
-            ys.append(y), Xs.append(X), pos.append(order[lo:hi])
-        back = np.argsort(np.concatenate(pos), kind="stable")   # sorted order → ids order
-        lens = np.concatenate([np.diff(X[0]) for X in Xs])
-        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-        take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[back], lens[back])]) \
-            if len(lens) else np.zeros(0, np.int64)
-        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(lens[back], out=indptr[1:])
-        indices = np.concatenate([X[1] for X in Xs])[take]
-        data = np.empty(0, self.sched.store.dtype) if self.unit else \
-            np.concatenate([X[2] for X in Xs])[take]
-        return np.concatenate(ys)[back], (indptr, indices, data)
 
     def _rebuild_disk(self, layout: dict, y_dtype) -> None:
         """Write the disk slab described by ``layout`` again from the store: same rows,
@@ -659,6 +635,32 @@ class ResidentRows:
         slab.block_bytes = np.array(layout["block_bytes"], dtype=np.int64)
         self.disk = slab
         self.where = "disk"
+
+
+def rows_from_store(sched, ids: np.ndarray, unit: bool):
+    """Rows ``ids`` (in that order) read again from the store, outside any sweep (no pass
+    counted): ``(y, (indptr, indices, data))``, ``data`` empty for a store of unit values."""
+    order = np.argsort(ids, kind="stable")
+    srt = ids[order]
+    ys, Xs, pos = [], [], []
+    for blk in sched.read_blocks(range(sched.n_blocks)):
+        lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
+        if lo == hi:
+            continue
+        data = blk.data[:0] if unit else blk.data
+        y, X = take_rows(srt[lo:hi] - blk.row_start, blk.y, (blk.indptr, blk.indices, data))
+        ys.append(y), Xs.append(X), pos.append(order[lo:hi])
+    back = np.argsort(np.concatenate(pos), kind="stable")   # sorted order → ids order
+    lens = np.concatenate([np.diff(X[0]) for X in Xs])
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[back], lens[back])]) \
+        if len(lens) else np.zeros(0, np.int64)
+    indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lens[back], out=indptr[1:])
+    indices = np.concatenate([X[1] for X in Xs])[take]
+    data = np.empty(0, sched.store.dtype) if unit else \
+        np.concatenate([X[2] for X in Xs])[take]
+    return np.concatenate(ys)[back], (indptr, indices, data)
 
 
 def _remove(path):

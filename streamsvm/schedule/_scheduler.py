@@ -602,6 +602,23 @@ class PassScheduler:
         from ._resident import ResidentRows
         return ResidentRows(self, key, states, **kw)
 
+    def hot_rows(self, states, flag, **kw):
+        """Rows a solver visits beside the sweeps, copied to RAM as their blocks go by
+        (:class:`~streamsvm.schedule._hot.HotRows`: AVSF's hot cache, charged to the budget).
+
+        Parameters
+        ----------
+        states : sequence of RowState
+            Held locally while a row is hot (written back when it leaves).
+        flag : RowState
+            uint8, 1 while a row is hot.
+        **kw
+            ``max_rows``, ``room``, ``extra_row_bytes`` of
+            :class:`~streamsvm.schedule._hot.HotRows`.
+        """
+        from ._hot import HotRows
+        return HotRows(self, states, flag, **kw)
+
     def _plan(self, order, active) -> tuple[np.ndarray, int]:
         ids = sweep_order(order, self.n_blocks, self.seed, self.sweep, self.cyclic_sweeps)
         if active is not None:

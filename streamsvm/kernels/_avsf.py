@@ -1,0 +1,236 @@
+"""AVSF kernels (spec_003 §2–3): Algorithm 4's epoch schedule with exact marginals, and dual
+coordinate descent visits with Algorithm 5's preference adaptation.
+
+A **visit list** is an int64 array of codes ``((i·k + c)·NSRC + s)``: row ``i`` of source
+``s``, for model ``c`` (one-vs-rest: every model has its own preferences and schedule). The
+sources of one kernel call are two resident store blocks and the hot cache (``NSRC = 3``),
+so the visits of the rows streaming by and of the cached rows interleave at random in one
+loop (spec §3.6 item 3). Built on the CSR primitives of ``_csr.py`` and the coordinate step
+of ``_dcd.py``; ``model = (W, wb)`` and ``prob = (pos, Cp, Cn, l2, B)`` as there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._csr import row_axpy, row_dot
+from ._dcd import _step
+from ._jit import kernel
+from ._rng import rand_unit, shuffle_prefix
+
+__all__ = ["NSRC", "alg4_counts", "avsf_codes", "avsf_shuffle", "avsf_visits", "avsf_masses"]
+
+NSRC = 3
+"""Sources of a visit list: two resident blocks and the hot cache."""
+
+
+@kernel
+def alg4_counts(w, L, counts, state):
+    """Algorithm 4 of the paper (spec §2.3) with the spec's guards: visit counts with
+    ``Σ counts = L`` and ``E[counts[i]] = L·w_i/Σw``.
+
+    Entry ``i`` gets the stochastic rounding of ``m = w_i·(L − j)/N`` (``j`` visits given so
+    far, ``N`` the weight not yet visited), so uniform weights give exactly one visit each
+    when ``L`` is their count. ``N`` is summed afresh (no drift from incremental sums), the
+    last entry of positive weight takes the remainder, and no count exceeds what is left.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n,), float64
+        Non-negative weights (0: never visited).
+    L : int
+        Budget.
+    counts : ndarray of shape (n,), int64
+        Overwritten.
+    state : ndarray of shape (1,), uint64
+        SplitMix64 state (``_rng.py``).
+
+    Returns
+    -------
+    int
+        ``Σ counts``: ``L``, or 0 when every weight is 0.
+    """
+    n = w.shape[0]
+    N = 0.0
+    last = -1
+    for i in range(n):
+        counts[i] = 0
+        if w[i] > 0.0:
+            N += w[i]
+            last = i
+    j = 0
+    for i in range(last + 1):
+        rem = L - j
+        if rem <= 0:
+            break
+        wi = w[i]
+        if wi <= 0.0:
+            continue
+        if i == last or N <= 0.0:
+            m = rem
+        else:
+            mf = wi * rem / N
+            m = np.int64(math.floor(mf))
+            frac = mf - m
+            if frac > 0.0 and rand_unit(state) < frac:
+                m += 1
+            if m > rem:
+                m = rem
+        counts[i] = m
+        j += m
+        N -= wi
+    return j
+
+
+@kernel
+def avsf_codes(p, cached, budgets, src, out, off, wbuf, counts, state):
+    """The visits of one source's rows for every model, appended to a visit list.
+
+    For model ``c``, Algorithm 4 (:func:`alg4_counts`) over the rows' preferences
+    ``p[:, c]`` (0 for the rows ``cached`` marks: the hot cache schedules those) with budget
+    ``budgets[c]``; each count expanded into that many codes.
+
+    Parameters
+    ----------
+    p : ndarray of shape (n, k)
+    cached : ndarray of shape (n,), uint8
+    budgets : ndarray of shape (k,), int64
+    src : int
+        The source id in the codes (module doc).
+    out : ndarray of int64
+        The visit list, written from ``off``.
+    wbuf, counts : ndarray of shape (≥ n,)
+        Scratch (float64, int64).
+    state : ndarray of shape (1,), uint64
+
+    Returns
+    -------
+    int
+        The new end of the list.
+    """
+    n, k = p.shape
+    for c in range(k):
+        if budgets[c] <= 0:
+            continue
+        for i in range(n):
+            wbuf[i] = 0.0 if cached[i] != 0 else p[i, c]
+        alg4_counts(wbuf[:n], budgets[c], counts[:n], state)
+        for i in range(n):
+            code = (i * k + c) * NSRC + src
+            for _ in range(counts[i]):
+                out[off] = code
+                off += 1
+    return off
+
+
+@kernel
+def avsf_shuffle(codes, n, state):
+    """Fisher–Yates shuffle of ``codes[:n]`` (Algorithm 4 emits them grouped, spec §5.6)."""
+    shuffle_prefix(codes, n, state)
+
+
+@kernel
+def avsf_visits(Xs, ys, qds, alphas, ps, codes, n, unit, model, prob, adapt, st):
+    """Dual coordinate descent visits (spec §2.8): LIBLINEAR's coordinate step, the gain of
+    the step and Algorithm 5's preference update, in the order of ``codes[:n]``.
+
+    Parameters
+    ----------
+    Xs, ys, qds, alphas, ps : tuples of ``NSRC`` per source
+        CSR rows, labels, ``‖x_i‖² + B²``, duals ``(n_s, k)`` and preferences ``(n_s, k)``.
+    codes, n : the visit list (module doc)
+    unit : bool
+    model, prob : see the module doc
+    adapt : tuple (first, rate, pmin, pmax, hmax, inv_l)
+        ``first``: the first epoch (Δ_ref accumulates the mean gain, preferences stay);
+        ``rate`` c, the bounds of p, ``hmax = ln(pmax/pmin)`` and ``1/ℓ`` (the global ℓ).
+    st : ndarray of shape (k, 5)
+        Per model ``[Δ_ref, PG max, PG min, Σ α, ½ Σ D α²]``: Δ_ref and the sums carried
+        over calls, the PG extremes over this epoch's visits.
+    """
+    W, wb = model
+    pos, Cp, Cn, l2, B = prob
+    first, rate, pmin, pmax, hmax, inv_l = adapt
+    k = pos.shape[0]
+    for t in range(n):
+        code = codes[t]
+        s = code % NSRC
+        rc = code // NSRC
+        c = rc % k
+        i = rc // k
+        X = Xs[s]
+        alpha = alphas[s]
+        p = ps[s]
+        yi = 1.0 if ys[s][i] == pos[c] else -1.0
+        Ci = Cp[c] if yi > 0 else Cn[c]
+        D = 0.5 / Ci if l2 else 0.0
+        U = np.inf if l2 else Ci
+        q = qds[s][i] + D
+        a = alpha[i, c]
+        G = yi * (row_dot(X, unit, i, W, c) + wb[c] * B) - 1.0 + D * a
+        PG = G
+        if a == 0.0:
+            PG = min(G, 0.0)
+        elif a == U:
+            PG = max(G, 0.0)
+        if PG > st[c, 1]:
+            st[c, 1] = PG
+        if PG < st[c, 2]:
+            st[c, 2] = PG
+        gain = 0.0
+        if abs(PG) > 1e-12:
+            an = _step(G, a, q, U)
+            mu = an - a
+            if mu != 0.0:
+                alpha[i, c] = an
+                row_axpy(X, unit, i, mu * yi, W, c)
+                wb[c] += mu * yi * B
+                st[c, 3] += mu
+                st[c, 4] += 0.5 * D * (an * an - a * a)
+                gain = max(-mu * (G + 0.5 * mu * q), 0.0)
+        dref = st[c, 0]
+        if first:
+            st[c, 0] = dref + gain * inv_l
+        else:
+            h = 0.0
+            if dref > 0.0:
+                h = min(rate * (gain / dref - 1.0), hmax)
+            p[i, c] = min(max(p[i, c] * math.exp(h), pmin), pmax)
+            st[c, 0] = (1.0 - inv_l) * dref + gain * inv_l
+
+
+@kernel
+def avsf_masses(p, cached, bounds, out_mass, hist, lo, width):
+    """Per-block preference masses of the rows not cached, and a histogram of their
+    hottest preference (for the hot cache's admission threshold).
+
+    Parameters
+    ----------
+    p : ndarray of shape (n, k)
+    cached : ndarray of shape (n,), uint8
+    bounds : ndarray of shape (n_blocks + 1,), int64
+        Row ranges of the blocks.
+    out_mass : ndarray of shape (n_blocks, k)
+        Overwritten: ``Σ p[i, c]`` over each block's rows not cached.
+    hist : ndarray of shape (n_bins,), int64
+        Adds each row's bin of ``log(max_c p[i, c])``: ``(log p − lo) / width``, clipped.
+    lo, width : float
+    """
+    k = p.shape[1]
+    nb = hist.shape[0]
+    for b in range(bounds.shape[0] - 1):
+        for c in range(k):
+            out_mass[b, c] = 0.0
+        for i in range(bounds[b], bounds[b + 1]):
+            if cached[i] != 0:
+                continue
+            top = 0.0
+            for c in range(k):
+                v = p[i, c]
+                out_mass[b, c] += v
+                if v > top:
+                    top = v
+            j = np.int64((math.log(top) - lo) / width) if top > 0.0 else 0
+            hist[min(max(j, 0), nb - 1)] += 1

@@ -1,0 +1,238 @@
+"""Hot rows: store rows a solver visits between the passes that bring them (DESIGN.md §4).
+
+AVSF's hot cache (spec_003 §3.6 item 3): the rows with the largest preferences are copied
+into RAM as their blocks stream by, and their visits are spread over the whole pass instead
+of being packed into their block's window. Unlike the RAM slab of
+:class:`~streamsvm.schedule.ResidentRows`, which replaces the sweeps of the store, hot rows
+live *beside* the sweeps: rows enter one at a time (:meth:`HotRows.admit`) and leave one at
+a time (:meth:`HotRows.evict`), addressed by slot.
+
+While a row is hot its per-row states live in :attr:`HotRows.local` (the scheduler's states
+hold a stale copy, written back by :meth:`HotRows.sync` and on eviction), and the flag
+state is 1. Every byte is charged to the memory budget (:meth:`PassScheduler.reserve`); the
+rows carry their global ids, so a checkpoint names them and :meth:`HotRows.load_state_dict`
+reads them again from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..kernels import csr_take_rows
+from ._resident import rows_from_store
+
+__all__ = ["HotRows"]
+
+logger = logging.getLogger(__name__)
+
+
+class HotRows:
+    """A RAM cache of store rows beside the sweeps (module doc). Create with
+    :meth:`PassScheduler.hot_rows`.
+
+    Parameters
+    ----------
+    sched : PassScheduler
+    states : tuple of RowState
+        The solver's states copied to :attr:`local` while a row is hot.
+    flag : RowState
+        uint8, 1 while the row is hot (kept in step by admit and evict).
+    max_rows : int
+        Most rows held.
+    room : int
+        Most bytes held (CSR entries plus ``extra_row_bytes`` a row).
+    extra_row_bytes : int
+        Bytes a hot row costs besides its CSR entries (pointer, label, id, local states,
+        the solver's own per-row arrays).
+
+    Attributes
+    ----------
+    X : tuple (indptr, indices, data)
+        The hot rows' CSR, slot order (``data`` empty for a store of unit values).
+    y, ids : ndarray
+        Labels and global row ids by slot.
+    local : dict of name → ndarray
+        The states of the hot rows by slot.
+    """
+
+    def __init__(self, sched, states, flag, *, max_rows: int, room: int, extra_row_bytes: int):
+        store = sched.store
+        self.sched, self.states, self.flag = sched, tuple(states), flag
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
+        self.extra_row_bytes = int(extra_row_bytes)
+        self.room = max(0, int(room))
+        self.max_rows = int(max(0, min(max_rows, self.room // max(1, self.extra_row_bytes))))
+        self.max_nnz = int(min(store.nnz, self.room // max(1, self.row_bytes)))
+        self._alloc(self.max_rows, self.max_nnz, None)     # labels: dtype of the first block
+        self.n_rows = self.nnz = 0
+        self.whole = False
+
+    def _alloc(self, rows: int, nnz: int, y_dtype) -> None:
+        store = self.sched.store
+        # sized for the most the room can hold: address space, only written pages resident
+        self._indptr = np.zeros(rows + 1, dtype=np.int64)
+        self._indices = np.empty(nnz, dtype=store.meta["index_dtype"])
+        self._data = np.empty(0 if self.unit else nnz, dtype=store.dtype)
+        self._ids = np.empty(rows, dtype=np.int64)
+        self._y = None if y_dtype is None else np.empty(rows, dtype=y_dtype)
+        self._local = {st.name: np.empty((rows,) + st.shape[1:], dtype=st.dtype)
+                       for st in self.states}
+
+    # -- views -------------------------------------------------------------------------
+    @property
+    def X(self) -> tuple:
+        n, q = self.n_rows, self.nnz
+        return (self._indptr[:n + 1], self._indices[:q], self._data[:0 if self.unit else q])
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._y[:self.n_rows] if self._y is not None else np.empty(0, np.float32)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._ids[:self.n_rows]
+
+    @property
+    def local(self) -> dict:
+        return {k: v[:self.n_rows] for k, v in self._local.items()}
+
+    @property
+    def nbytes(self) -> int:
+        return self.nnz * self.row_bytes + self.n_rows * self.extra_row_bytes
+
+    def full(self) -> bool:
+        return self.n_rows >= self.max_rows
+
+    # -- entering and leaving -------------------------------------------------------------
+    def load_all(self) -> None:
+        """Every store row hot, read at once (the whole store fits): one bulk read."""
+        blk = self.sched.read_all()
+        data = np.empty(0, blk.data.dtype) if self.unit else blk.data
+        self._indptr, self._indices, self._data = blk.indptr.astype(np.int64), blk.indices, data
+        self._ids = np.arange(blk.n_rows, dtype=np.int64)
+        self._y = blk.y
+        self._local = {st.name: np.ascontiguousarray(st.values) for st in self.states}
+        self.n_rows, self.nnz = blk.n_rows, int(blk.indptr[-1])
+        self.max_rows, self.whole = blk.n_rows, True
+        self.flag.fill(1)
+        self.sched.reserve(self.nbytes)
+        logger.info("the whole store (%d rows, %.1f MB) is hot: in RAM", self.n_rows,
+                    self.nbytes / 1e6)
+
+    def admit(self, block, rows: np.ndarray, views: tuple) -> int:
+        """Copy the local rows ``rows`` of a visited ``block`` in (as many as fit, in that
+        order), with ``views``: the block's rows of each state; returns how many."""
+        n, q = self.n_rows, self.nnz
+        if len(rows) == 0 or self.whole:
+            return 0
+        lens = np.diff(block.indptr)[rows]
+        cost = np.cumsum(lens * self.row_bytes + self.extra_row_bytes)
+        fit = int(min(len(rows), self.max_rows - n,
+                      np.searchsorted(cost, self.room - self.nbytes, side="right"),
+                      np.searchsorted(np.cumsum(lens), self.max_nnz - q, side="right")))
+        if fit <= 0:
+            return 0
+        rows = np.asarray(rows[:fit], dtype=np.int64)
+        nnz = int(lens[:fit].sum())
+        if self._y is None:
+            self._y = np.empty(len(self._ids), dtype=block.y.dtype)
+        ptr = np.empty(fit + 1, dtype=np.int64)
+        data = block.data[:0] if self.unit else block.data
+        csr_take_rows((block.indptr, block.indices, data), rows,
+                      (ptr, self._indices[q:q + nnz],
+                       self._data[q:q + nnz] if len(data) else self._data[:0]))
+        self._indptr[n + 1:n + fit + 1] = ptr[1:] + q
+        self._y[n:n + fit] = block.y[rows]
+        self._ids[n:n + fit] = block.row_start + rows
+        for st, v in zip(self.states, views):
+            self._local[st.name][n:n + fit] = v[rows]
+        self.flag.view(block)[rows] = 1
+        self.n_rows, self.nnz = n + fit, q + nnz
+        self.sched.reserve(self.nbytes)
+        return fit
+
+    def sync(self) -> None:
+        """Write the hot rows' local states back to the scheduler's states."""
+        ids = self.ids
+        for st in self.states:
+            st.values[ids] = self._local[st.name][:self.n_rows]
+
+    def evict(self, slots: np.ndarray) -> None:
+        """Rows at ``slots`` (bool mask or indices) leave: their states written back, the
+        rest compacted in slot order."""
+        if self.whole:
+            raise RuntimeError("a store held whole stays hot")
+        mask = np.zeros(self.n_rows, dtype=bool)
+        mask[slots] = True
+        if not mask.any():
+            return
+        gone = self.ids[mask]
+        for st in self.states:
+            st.values[gone] = self._local[st.name][:self.n_rows][mask]
+        self.flag.values[gone] = 0
+        keep = np.flatnonzero(~mask)
+        m = len(keep)
+        indptr, indices, data = self.X
+        nnz = int(np.diff(indptr)[keep].sum())
+        ptr = np.empty(m + 1, dtype=np.int64)
+        new_indices = np.empty(nnz, dtype=indices.dtype)
+        new_data = np.empty(0 if self.unit else nnz, dtype=data.dtype)
+        csr_take_rows((indptr, indices, data), keep, (ptr, new_indices, new_data))
+        self._indptr[:m + 1] = ptr
+        self._indices[:nnz] = new_indices
+        if not self.unit:
+            self._data[:nnz] = new_data
+        self._ids[:m] = self._ids[keep]
+        if self._y is not None:
+            self._y[:m] = self._y[keep]
+        for v in self._local.values():
+            v[:m] = v[keep]
+        self.n_rows, self.nnz = m, nnz
+        self.sched.reserve(self.nbytes)
+
+    def clear(self) -> None:
+        """Every row leaves (states written back)."""
+        if self.n_rows:
+            self.evict(np.arange(self.n_rows))
+
+    def close(self) -> None:
+        """States written back, the memory released."""
+        if self.whole:
+            for st in self.states:
+                st.values[...] = self._local[st.name]
+        else:
+            self.clear()
+        self.sched.reserve(0)
+
+    # -- checkpoints -------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict, dict]:
+        arrays = {"ids": self.ids.copy()}
+        arrays.update({f"local.{k}": v.copy() for k, v in self.local.items()})
+        return arrays, {"whole": self.whole}
+
+    def load_state_dict(self, arrays: dict, meta: dict) -> None:
+        """The same rows in the same slots, read again from the store (no pass counted)."""
+        if meta["whole"]:
+            self.load_all()
+        else:
+            ids = np.asarray(arrays["ids"], dtype=np.int64)
+            self.n_rows = self.nnz = 0
+            if len(ids):
+                y, (indptr, indices, data) = rows_from_store(self.sched, ids, self.unit)
+                m, nnz = len(ids), int(indptr[-1])
+                if m > self.max_rows or nnz > self.max_nnz:
+                    self._alloc(max(m, self.max_rows), max(nnz, self.max_nnz), y.dtype)
+                if self._y is None:
+                    self._y = np.empty(len(self._ids), dtype=y.dtype)
+                self._indptr[:m + 1] = indptr
+                self._indices[:nnz] = indices
+                if not self.unit:
+                    self._data[:nnz] = data
+                self._ids[:m], self._y[:m] = ids, y
+                self.n_rows, self.nnz = m, nnz
+            self.sched.reserve(self.nbytes)
+        for name, v in self._local.items():
+            v[:self.n_rows] = arrays[f"local.{name}"]

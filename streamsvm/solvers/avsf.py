@@ -1,0 +1,416 @@
+"""``avsf``: dual coordinate descent with adaptive variable selection frequencies
+(Glasmachers & Dogan 2013; spec_003 §2–3), streamed over chunks.
+
+Problem: the same as ``dcd`` (LIBLINEAR ``-s 3`` / ``-s 1``, the bias a regularized constant
+feature, one-vs-rest for multiclass with every model updated on each read of a row).
+
+Method (spec §2). No shrinking: every row ``i`` has a preference ``p_i ∈ [p_min, p_max]``
+per model (a per-row state, float64), and an epoch makes exactly ``ℓ`` coordinate steps
+per model, row ``i`` visited ``ℓ·p_i/Σp`` times in expectation (Algorithm 4, exact
+marginals). After each step, ``p_i ← p_i·exp(c·(Δ/Δ_ref − 1))`` (Algorithm 5, the ratio
+form, spec §5.2) with Δ the step's exact dual gain and Δ_ref a fading average of the gains
+(over the first, uniform epoch: its mean gain), ``h ≤ ln(p_max/p_min)`` and ``h = 0`` while
+``Δ_ref ≤ 0``. A step that does not move still lowers ``p`` ("soft shrinking").
+
+Out of core (spec §3.3 A, §3.6), one epoch is one pass:
+
+* the budgets, at two levels with exact marginals: Algorithm 4 over the preference masses
+  of the blocks (their rows not in the hot cache) and of the hot cache, with budget ``ℓ``;
+  then over each block's rows when it arrives (and over the cache's rows);
+* the blocks in chunk pairs new every pass (``chunk_groups``), the visits of a pair's rows
+  and a slice of the cache's visits shuffled together in one kernel call (the cache's visits
+  spread evenly over the pass by the blocks' budgets); a block whose budget is 0 (every row
+  hot) is not read;
+* the **hot cache** (``schedule/_hot.py``): after its visits, a block's rows whose largest
+  preference is at least ``τ_in`` (and above the mean preference) are copied to RAM while there is room
+  (``cache`` × ℓ rows, within the memory budget); ``τ_in`` is the cache size's largest
+  preference (from a histogram of log p over all rows) and a row leaves at the end of a
+  pass once its preference is below ``τ_in/2`` (hysteresis);
+* when the whole store fits the budget it is read at once and every row is hot: the epochs
+  are the paper's, exactly (Algorithm 4 over all ℓ rows, one shuffled schedule).
+
+Stopping (spec §2.7). After each epoch, LIBLINEAR's test ``max PG − min PG ≤ ε`` over the
+epoch's visits (``stop_rule="max_violation"``: the printed ``max |PG| ≤ ε``). The first time it
+holds, the preferences are reset to 1 (and the cache emptied), so the next epoch is a
+uniform sweep of every row; if that sweep passes too, a read-only pass computes the exact
+projected gradients and the exact duality gap at the current ``w`` (spec §3.6 item 5). With
+``eps`` given, training stops when the exact test holds (or the relative gap reaches
+``tol``); without it ε starts at LIBLINEAR's 0.1 and is divided by 10 each time the exact
+gap is still above ``tol``. The dual objective is exact every epoch; the primal only at the
+exact checks (history ``exact``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels import row_sq_norms
+from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_masses, avsf_shuffle,
+                             avsf_visits)
+from ..kernels._dcd import dcd_check, dcd_estimate
+from ..problem import LOSSES, Problem
+from ..schedule import Accumulator, chunk_groups
+from .dcd import _fold_stats
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
+                    register)
+
+__all__ = ["AVSFSolver"]
+
+_STATE_VERSION = 1
+_TOP = 0xA5F        # the key of an epoch's top-level draws (sched.rng)
+_BINS = 256         # bins of the histogram of log p behind τ_in
+
+
+@register("avsf")
+class AVSFSolver(Solver):
+    """Dual CD with adaptive variable selection frequencies and a hot cache (module doc)."""
+
+    summary = ("dual coordinate descent with adaptive variable selection frequencies "
+               "(Glasmachers & Dogan): per-row preferences instead of shrinking, the hottest "
+               "rows kept in RAM; fastest at large C")
+    certificate = "relative duality gap"
+    params = (
+        C_PARAM,
+        Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1, "
+              "hinge = -s 3 (the paper's)", choices=LOSSES),
+        BIAS_PARAM,
+        *COMMON_PARAMS,
+        CLASS_WEIGHT_PARAM,
+        Param("eps", "float", None, "stop when the exact projected-gradient test holds at "
+              "this ε (LIBLINEAR -e; the paper's rule); unset: ε from 0.1, tightened until "
+              "the duality gap meets tol", low=0.0, low_open=True),
+        Param("stop_rule", "choice", "liblinear", "the epoch's test: liblinear = max PG - "
+              "min PG <= eps, max_violation = max |PG| <= eps (the paper's print)",
+              choices=("liblinear", "max_violation")),
+        Param("cache", "float", 0.1, "share of the rows kept hot in RAM (the largest "
+              "preferences), within the memory budget; 0: none", low=0.0, high=1.0),
+        Param("change_rate", "float", 0.2, "c of Algorithm 5: p *= exp(c (gain/mean gain - 1))",
+              low=0.0, low_open=True),
+        Param("p_min", "float", 0.05, "smallest preference", low=0.0, low_open=True),
+        Param("p_max", "float", 20.0, "largest preference", low=1.0),
+    )
+    history_extras = ("steps", "pg_spread", "eps", "hot_rows")
+
+    def problem(self, store) -> Problem:
+        return Problem(loss=self.loss, C=self.C, class_weight=self.class_weight, bias=self.bias,
+                       layout="binary" if store.task == "binary" else "ovr")
+
+    def check_store(self, store) -> None:
+        from ..exceptions import InvalidParameterError
+        if self.p_min >= self.p_max:
+            raise InvalidParameterError(f"The 'p_min' parameter of solver 'avsf' must be below "
+                                        f"p_max={self.p_max:g}. Got {self.p_min!r} instead.")
+
+    # -- setup -------------------------------------------------------------------------
+    def start(self, sched) -> None:
+        store = sched.store
+        binary = store.task == "binary"
+        k = self.k = 1 if binary else len(store.classes)
+        d = sched.n_features
+        sched.check_budget("avsf", {"the models": 8 * k * d})
+        Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
+        pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
+        self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.W, self.wb = np.zeros((d, k)), np.zeros(k)
+        self.alpha = sched.state("avsf.alpha", np.float64, width=k)
+        self.p = sched.state("avsf.p", np.float64, width=k, fill=1.0)
+        self.hot_flag = sched.state("avsf.hot", np.uint8)
+        # [Δ_ref, PG max, PG min, Σ α, ½ Σ D α²] per model (kernels/_avsf.py)
+        self.st = np.zeros((k, 5))
+        self.cert = np.array([np.nan, np.nan, np.inf])      # primal, dual, gap at the last check
+        self.epochs = self.steps = 0
+        self.canstop, self.pending, self.tau_in, self.p_mean = True, False, 1.0, 1.0
+        self.eps_now = 0.1 if self.eps is None else float(self.eps)
+        n = sched.n_rows
+        bounds = [sched.block_bounds(b) for b in range(sched.n_blocks)]
+        self.bounds = np.array([b[0] for b in bounds] + [bounds[-1][1]], dtype=np.int64)
+        # a hot row: pointer, label, id, ‖x‖², α and p, its visit codes (2 per model)
+        extra = 8 + 4 + 8 + 8 + 2 * 8 * k + 16 * k
+        # besides: a pair of blocks' visit codes and scratch (about 2 visits per row and model)
+        room = sched.data_budget - sched.state_bytes - sched.inflight_bytes - \
+            self.W.nbytes - 2 * int(np.max(sched.block_sizes)) * (32 * k + 24)
+        self.hot = sched.hot_rows((self.alpha, self.p), self.hot_flag,
+                                  max_rows=int(self.cache * n), room=room,
+                                  extra_row_bytes=extra)
+        whole_bytes = store.nnz * self.hot.row_bytes + n * extra
+        if self.cache > 0 and whole_bytes <= max(0, room):
+            self.hot.load_all()                     # the paper's epochs, in RAM
+        self.hot_qd = None
+        self.codes = np.empty(0, np.int64)
+
+    @property
+    def n_iter(self) -> int:
+        return self.epochs
+
+    # -- one outer iteration -----------------------------------------------------------
+    def step(self, sched) -> dict:
+        if self.pending:
+            return self._check(sched)
+        st = self.st
+        st[:, 1], st[:, 2] = -np.inf, np.inf
+        self._epoch(sched)
+        self.epochs += 1
+        self.steps += sched.n_rows
+        spread = self._spread(st[:, 1], st[:, 2])
+        if spread <= self.eps_now:
+            if self.canstop:
+                self.pending = True             # the exact check next
+            else:
+                self._reset()                   # a uniform sweep verifies (spec §2.7)
+        else:
+            self.canstop = False
+        dual = self._dual()
+        kind = "slab" if self.hot.whole else "stream"
+        return self._entry(kind, np.nan, dual, np.nan, False, spread)
+
+    def _spread(self, hi, lo) -> float:
+        if self.stop_rule == "liblinear":
+            return float(np.max(hi - lo))
+        return float(np.max(np.maximum(hi, -lo)))
+
+    def _reset(self) -> None:
+        self.canstop = True
+        if not self.hot.whole:
+            self.hot.clear()
+        self.p.fill(1.0)
+        self.hot._local["avsf.p"][:self.hot.n_rows] = 1.0
+
+    def _adapt(self, sched):
+        inv_l = 1.0 / sched.n_rows
+        return (self.epochs == 0, float(self.change_rate), float(self.p_min), float(self.p_max),
+                math.log(self.p_max / self.p_min), inv_l)
+
+    def _epoch(self, sched) -> None:
+        """One epoch (module doc): ℓ steps per model, one pass over the blocks with budget."""
+        k, n, hot = self.k, sched.n_rows, self.hot
+        nb = sched.n_blocks
+        mass = np.zeros((nb + 1, k))
+        hist = np.zeros(_BINS, np.int64)
+        lo, width = math.log(self.p_min), math.log(self.p_max / self.p_min) / _BINS
+        if not hot.whole:
+            sched.run(avsf_masses, self.p.values, self.hot_flag.values, self.bounds, mass[:nb],
+                      hist, lo, width)
+        hp = hot.local["avsf.p"]
+        mass[nb] = hp.sum(axis=0)
+        if not hot.whole:
+            if hot.n_rows:
+                top = np.log(hp.max(axis=1))
+                np.add.at(hist, np.clip(((top - lo) / width).astype(np.int64), 0, _BINS - 1), 1)
+            self.p_mean = float(mass.sum(axis=0).max()) / n
+            self.tau_in = self._threshold(hist, lo, width, self.p_mean)
+        state = sched.rng(self.epochs, _TOP).integers(2**63, size=1, dtype=np.uint64)
+        budget = np.zeros((nb + 1, k), np.int64)
+        for c in range(k):
+            alg4_counts(np.ascontiguousarray(mass[:, c]), n, budget[:, c], state)
+        # the hot rows' visits, shuffled, then dealt to the groups by their budgets
+        m = int(budget[nb].sum())
+        H = self._buffer(m, 0)
+        if hot.n_rows:
+            wbuf, cnt = np.empty(hot.n_rows), np.empty(hot.n_rows, np.int64)
+            used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H, 0, wbuf,
+                              cnt, state)
+            avsf_shuffle(H, used, state)
+        qd_hot = self._hot_qd()
+        ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
+        ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
+        per_block = budget[ids].sum(axis=1)
+        pairs = [ids[j:j + 2] for j in range(0, len(ids), 2)]
+        group_budget = np.array([per_block[j:j + 2].sum() for j in range(0, len(ids), 2)])
+        edges = np.zeros(len(pairs) + 1, np.int64)
+        if len(pairs):
+            edges[1:] = np.floor(np.cumsum(group_budget) * (m / max(1, group_budget.sum())))
+            edges[-1] = m
+        else:
+            self._run(sched, (), (), H[:m], m, qd_hot, state)
+            sched.count_rows(m // k)
+        blocks = sched.blocks(ids)
+        try:
+            pending, g = [], 0
+            for block in blocks:
+                pending.append(block)
+                if len(pending) == len(pairs[g]):
+                    self._group(sched, pending, budget, H[edges[g]:edges[g + 1]], qd_hot)
+                    pending, g = [], g + 1
+        finally:
+            blocks.close()
+        if not hot.whole and hot.n_rows:
+            cold = hot.local["avsf.p"].max(axis=1) < 0.5 * self.tau_in
+            if cold.any():
+                hot.evict(cold)
+                self.hot_qd = None
+
+    def _threshold(self, hist, lo, width, mean) -> float:
+        """τ_in: the lower edge of the bin where the hottest ``cache × ℓ`` rows end, and at
+        least the mean preference: a row enters only when it is due more than once a pass
+        (spec §3.6 says p > 1; as the preferences fall, to a mean of 0.15–0.2 on a9a at
+        C = 100, that left the cache a quarter full of the rows due 2–6 times a pass)."""
+        target = max(1, self.hot.max_rows)
+        above = np.cumsum(hist[::-1])
+        j = int(np.searchsorted(above, target))
+        b = _BINS - 1 - min(j, _BINS - 1)
+        return max(mean, math.exp(lo + b * width))
+
+    def _buffer(self, m, extra) -> np.ndarray:
+        if len(self.codes) < m + extra:
+            self.codes = np.empty(int(1.25 * (m + extra)) + 16, np.int64)
+        return self.codes
+
+    def _hot_qd(self) -> np.ndarray:
+        hot = self.hot
+        if self.hot_qd is None or len(self.hot_qd) != hot.n_rows:
+            self.hot_qd = np.empty(hot.n_rows)
+            row_sq_norms(hot.X, float(self.bias) ** 2, self.hot_qd)
+        return self.hot_qd
+
+    def _group(self, sched, blocks, budget, H, qd_hot) -> None:
+        """The visits of up to two blocks' rows and a slice of the hot rows' visits, in one
+        shuffled list; then the blocks' hottest rows into the cache."""
+        B = float(self.bias)
+        size = sum(int(budget[b.id].sum()) for b in blocks) + len(H)
+        codes = np.empty(size, np.int64)
+        state = np.array([sched.block_seed(blocks[0])], dtype=np.uint64)
+        off = 0
+        qds = []
+        for j, b in enumerate(blocks):
+            q = np.empty(b.n_rows)
+            row_sq_norms((b.indptr, b.indices, b.data), B * B, q)
+            qds.append(q)
+            nr = b.n_rows
+            off = avsf_codes(self.p.view(b), self.hot_flag.view(b), budget[b.id], j, codes, off,
+                             np.empty(nr), np.empty(nr, np.int64), state)
+        codes[off:off + len(H)] = H
+        off += len(H)
+        avsf_shuffle(codes, off, state)
+        self._run(sched, blocks, qds, codes, off, qd_hot, state)
+        self._admit(blocks)
+
+    def _run(self, sched, blocks, qds, codes, n, qd_hot, state) -> None:
+        hot, B = self.hot, float(self.bias)
+        Xh = hot.X
+        if blocks:
+            b0 = blocks[0]
+            b1 = blocks[1] if len(blocks) > 1 else b0
+            Xs = ((b0.indptr, b0.indices, b0.data), (b1.indptr, b1.indices, b1.data), Xh)
+            ys = (b0.y, b1.y, hot.y.astype(b0.y.dtype, copy=False))
+            q1 = qds[1] if len(blocks) > 1 else qds[0]
+            qs = (qds[0], q1, qd_hot)
+            alphas = (self.alpha.view(b0), self.alpha.view(b1), hot.local["avsf.alpha"])
+            ps = (self.p.view(b0), self.p.view(b1), hot.local["avsf.p"])
+        else:
+            Xs = (Xh, Xh, Xh)
+            ys = (hot.y, hot.y, hot.y)
+            qs = (qd_hot, qd_hot, qd_hot)
+            alphas = (hot.local["avsf.alpha"],) * NSRC
+            ps = (hot.local["avsf.p"],) * NSRC
+        sched.run(avsf_visits, Xs, ys, qs, alphas, ps, codes, n, self.unit,
+                  (self.W, self.wb), self.prob, self._adapt(sched), self.st)
+
+    def _admit(self, blocks) -> None:
+        hot = self.hot
+        if self.cache <= 0 or hot.full():
+            return
+        for b in blocks:
+            p = self.p.view(b)
+            top = p.max(axis=1)
+            rows = np.flatnonzero((top >= self.tau_in) & (top > self.p_mean) &
+                                  (self.hot_flag.view(b) == 0))
+            if len(rows):
+                rows = rows[np.argsort(-top[rows], kind="stable")]
+                if hot.admit(b, rows, (self.alpha.view(b), p)):
+                    self.hot_qd = None
+            if hot.full():
+                break
+
+    # -- the exact check -----------------------------------------------------------------
+    def _check(self, sched) -> dict:
+        """Exact projected gradients, primal and dual at the current ``w``: a read-only pass
+        (over the hot rows when they are the whole store)."""
+        self.pending = False
+        k, hot = self.k, self.hot
+        stats = np.zeros((k, 4))
+        stats[:, 0], stats[:, 1] = -np.inf, np.inf
+        terms = np.zeros((k, 3))
+        model = (self.W, self.wb, np.zeros_like(self.W), np.zeros((k, 2)))
+        if hot.whole:
+            sched.run(dcd_check, hot.X, self.unit, hot.y,
+                      (hot.local["avsf.alpha"], np.ones((hot.n_rows, k), np.uint8)), model,
+                      self.prob, (terms, stats))
+            sched.count_rows(sched.n_rows)
+        else:
+            hot.sync()
+            res = sched.map_reduce(
+                _check_block, states=(self.alpha,), args=(model, self.prob, self.unit),
+                acc={"terms": Accumulator(terms.shape),
+                     "stats": Accumulator(stats.shape, _fold_stats, per_block=True,
+                                          init=stats)})
+            terms, stats = res["terms"], res["stats"]
+        cert = np.zeros((k, 2))
+        dcd_estimate(model, terms, cert)
+        primal, dual = cert[:, 0], cert[:, 1]
+        gap = (primal - dual) / np.maximum(np.abs(primal), 1e-300)
+        spread = self._spread(stats[:, 0], stats[:, 1])
+        self.cert[:] = primal.sum(), dual.sum(), gap.max()
+        by_eps = self.eps is not None and spread <= self.eps
+        if gap.max() > self.tol and not by_eps:
+            if self.eps is None:                # LIBLINEAR's test fired too early: tighten
+                self.eps_now = max(self.eps_now * 0.1, 1e-12)
+            self.canstop = False
+        entry = self._entry("check", primal.sum(), dual.sum(), gap.max(), True, spread)
+        if by_eps:
+            entry["stop"] = True
+        return entry
+
+    def final_check(self, sched) -> dict:
+        return self._check(sched)
+
+    def _dual(self) -> float:
+        """The exact dual objective ``Σ α − ½‖w‖² − ½ Σ D α²`` (sums kept by the kernel)."""
+        reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
+        return float((self.st[:, 3] - reg - self.st[:, 4]).sum())
+
+    def _entry(self, kind, primal, dual, gap, exact, spread) -> dict:
+        return {"kind": kind, "primal": primal, "dual": dual, "gap": gap, "exact": exact,
+                "active": self.hot.n_rows, "steps": float(self.steps) * self.k,
+                "pg_spread": spread, "eps": self.eps_now, "hot_rows": float(self.hot.n_rows)}
+
+    # -- results and checkpoints ---------------------------------------------------------
+    def coef(self):
+        return self.W.T.copy(), self.wb * self.bias
+
+    def close(self) -> None:
+        if getattr(self, "hot", None) is not None:
+            self.hot.close()
+            self.hot = None
+
+    state_arrays = ("W", "wb", "st", "cert")
+    state_values = ("epochs", "steps", "canstop", "pending", "tau_in", "p_mean", "eps_now")
+
+    def state_dict(self):
+        arrays, meta = super().state_dict()
+        hot_arrays, meta["hot"] = self.hot.state_dict()
+        arrays.update({f"hot.{k}": v for k, v in hot_arrays.items()})
+        meta["version"] = _STATE_VERSION
+        return arrays, meta
+
+    def load_state_dict(self, arrays, meta) -> None:
+        from ..exceptions import CheckpointError
+        if meta.get("version") != _STATE_VERSION:
+            raise CheckpointError(f"avsf checkpoint of version {meta.get('version')!r}; this "
+                                  f"streamsvm reads version {_STATE_VERSION}")
+        super().load_state_dict(arrays, meta)
+        self.tau_in, self.p_mean = float(self.tau_in), float(self.p_mean)
+        self.hot.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("hot.")},
+                                 meta["hot"])
+        self.hot_qd = None
+
+
+def _check_block(block, views, args, acc) -> None:
+    """The exact check on one block (``map_reduce`` kernel): dcd's check with every row
+    active (AVSF shrinks none)."""
+    model, prob, unit = args
+    (alpha,) = views
+    dcd_check((block.indptr, block.indices, block.data), unit, block.y,
+              (alpha, np.ones(alpha.shape, np.uint8)), model, prob, (acc["terms"], acc["stats"]))
