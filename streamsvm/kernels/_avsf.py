@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ._csr import row_axpy, row_dot
-from ._dcd import _step
+from ._dcd import _prefetch_row, _step
 from ._jit import kernel
 from ._rng import rand_unit, shuffle_prefix
 
@@ -24,6 +24,8 @@ __all__ = ["NSRC", "alg4_counts", "avsf_codes", "avsf_shuffle", "avsf_visits", "
 
 NSRC = 3
 """Sources of a visit list: two resident blocks and the hot cache."""
+_AHEAD = 6
+"""Visits ahead at which a row's CSR slice is prefetched (as in ``_dcd.py``)."""
 
 
 @kernel
@@ -155,6 +157,9 @@ def avsf_visits(Xs, ys, qds, alphas, ps, codes, n, unit, model, prob, adapt, st)
     first, rate, pmin, pmax, hmax, inv_l = adapt
     k = pos.shape[0]
     for t in range(n):
+        if t + _AHEAD < n:
+            ahead = codes[t + _AHEAD]
+            _prefetch_row(Xs[ahead % NSRC], unit, ahead // NSRC // k)
         code = codes[t]
         s = code % NSRC
         rc = code // NSRC

@@ -299,11 +299,17 @@ def test_hinge_certifies_where_dual_cd_crawls():
 def test_hinge_without_polish_or_with_l1_still_certifies_an_honest_gap():
     X, y = _load("a9a/a9a", 1000, 123)
     model, res = _fit(X, y, polish=False, tol=1e-2)
-    ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
+    # the optimum bracketed by dcd at a 1e-9 gap (LIBLINEAR -e 1e-6 stops at its epoch cap
+    # on this slice, at an objective that depends on the C library's rand() state, i.e. on
+    # which tests called LIBLINEAR before in the same process)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, opt = train(InMemoryStore(X, y, chunk_rows=1000), solver="dcd", loss="hinge",
+                       tol=1e-9, max_passes=20000)
     ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "hinge")
     # the smoothed duals alone: a valid bound, whatever tol it reached
-    assert ours >= ref * (1 - 1e-9)
-    assert res.history[-1]["dual"] <= ref * (1 + 1e-9)
+    assert ours >= opt.dual * (1 - 1e-9)
+    assert res.history[-1]["dual"] <= opt.primal * (1 + 1e-9)
     rho_max = float(np.abs(X.T @ y).max())            # hinge gradient at w = 0 (no bias)
     model, res = _fit(X, y, l1=rho_max * 1.001, bias=0.0, tol=1e-6)
     assert res.converged and np.all(model.coef == 0)
