@@ -15,12 +15,13 @@ import math
 
 import numpy as np
 
-from ._csr import row_axpy, row_dot
+from ._csr import row_axpy, row_dot_sq
 from ._dcd import _prefetch_row, _step
 from ._jit import kernel
 from ._rng import rand_unit, shuffle_prefix
 
-__all__ = ["NSRC", "alg4_counts", "avsf_codes", "avsf_shuffle", "avsf_visits", "avsf_masses"]
+__all__ = ["NSRC", "alg4_counts", "avsf_codes", "avsf_shuffle", "avsf_visits", "avsf_group",
+           "avsf_masses"]
 
 NSRC = 3
 """Sources of a visit list: two resident blocks and the hot cache."""
@@ -134,14 +135,15 @@ def avsf_shuffle(codes, n, state):
 
 
 @kernel
-def avsf_visits(Xs, ys, qds, alphas, ps, codes, n, unit, model, prob, adapt, st):
+def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
     """Dual coordinate descent visits (spec §2.8): LIBLINEAR's coordinate step, the gain of
     the step and Algorithm 5's preference update, in the order of ``codes[:n]``.
 
     Parameters
     ----------
-    Xs, ys, qds, alphas, ps : tuples of ``NSRC`` per source
-        CSR rows, labels, ``‖x_i‖² + B²``, duals ``(n_s, k)`` and preferences ``(n_s, k)``.
+    Xs, ys, alphas, ps : tuples of ``NSRC`` per source
+        CSR rows, labels, duals ``(n_s, k)`` and preferences ``(n_s, k)`` (``‖x_i‖²`` is
+        summed with the margin, in the same read of the row).
     codes, n : the visit list (module doc)
     unit : bool
     model, prob : see the module doc
@@ -172,9 +174,10 @@ def avsf_visits(Xs, ys, qds, alphas, ps, codes, n, unit, model, prob, adapt, st)
         Ci = Cp[c] if yi > 0 else Cn[c]
         D = 0.5 / Ci if l2 else 0.0
         U = np.inf if l2 else Ci
-        q = qds[s][i] + D
+        dot, sq = row_dot_sq(X, unit, i, W, c)
+        q = sq + B * B + D
         a = alpha[i, c]
-        G = yi * (row_dot(X, unit, i, W, c) + wb[c] * B) - 1.0 + D * a
+        G = yi * (dot + wb[c] * B) - 1.0 + D * a
         PG = G
         if a == 0.0:
             PG = min(G, 0.0)
@@ -239,3 +242,56 @@ def avsf_masses(p, cached, bounds, out_mass, hist, lo, width):
                     top = v
             j = np.int64((math.log(top) - lo) / width) if top > 0.0 else 0
             hist[min(max(j, 0), nb - 1)] += 1
+
+
+@kernel
+def avsf_group(Xs, ys, alphas, ps, hots, budgets, n_blocks, H, scratch, unit, model, prob,
+               adapt, st, admit):
+    """One resident group in one call: the visits of its blocks' rows (:func:`avsf_codes`
+    over each block's preferences, its hot rows left out) and the hot rows' slice ``H``,
+    shuffled together and run (:func:`avsf_visits`); then the admission candidates counted.
+
+    Parameters
+    ----------
+    Xs, ys, alphas, ps : as :func:`avsf_visits` (sources 0 and 1 the blocks, 2 the cache)
+    hots : tuple of two uint8 arrays
+        The blocks' hot flags.
+    budgets : ndarray of shape (2, k), int64
+        Each block's visits per model (the first ``n_blocks`` rows used).
+    H : ndarray of int64
+        The hot rows' visit codes for this group.
+    scratch : tuple (codes, wbuf, counts, state)
+        ``codes`` long enough for every visit, ``wbuf``/``counts`` for a block's rows,
+        ``state`` the group's SplitMix64 state.
+    admit : tuple (tau, floor, out_count)
+        ``out_count[j]``: rows of block ``j`` not hot whose largest preference is at least
+        ``tau`` and above ``floor``.
+
+    Returns
+    -------
+    int
+        The visits run.
+    """
+    codes, wbuf, counts, state = scratch
+    off = 0
+    for j in range(n_blocks):
+        off = avsf_codes(ps[j], hots[j], budgets[j], j, codes, off, wbuf, counts, state)
+    for t in range(H.shape[0]):
+        codes[off + t] = H[t]
+    off += H.shape[0]
+    shuffle_prefix(codes, off, state)
+    avsf_visits(Xs, ys, alphas, ps, codes, off, unit, model, prob, adapt, st)
+    tau, floor, out_count = admit
+    for j in range(n_blocks):
+        p, hot = ps[j], hots[j]
+        m = 0
+        for i in range(p.shape[0]):
+            if hot[i] != 0:
+                continue
+            top = p[i, 0]
+            for c in range(1, p.shape[1]):
+                top = max(top, p[i, c])
+            if top >= tau and top > floor:
+                m += 1
+        out_count[j] = m
+    return off

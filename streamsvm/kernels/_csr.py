@@ -36,7 +36,8 @@ from numba import njit
 from ._jit import kernel_inline
 
 __all__ = [
-    "is_unit", "row_dot", "row_axpy", "row_dots", "row_dots2", "row_axpys", "row_sq_norm",
+    "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2", "row_axpys",
+    "row_sq_norm",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
     "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
 ]
@@ -74,6 +75,23 @@ def row_dot(X, unit, i, W, c):
         for p in range(indptr[i], indptr[i + 1]):
             s += np.float64(data[p]) * W[indices[p], c]
     return s
+
+
+@kernel_inline
+def row_dot_sq(X, unit, i, W, c):
+    """``(x_i · W[:, c], ‖x_i‖²)`` in one read of the row (float64)."""
+    indptr, indices, data = X
+    s = 0.0
+    if unit:
+        for p in range(indptr[i], indptr[i + 1]):
+            s += W[indices[p], c]
+        return s, np.float64(indptr[i + 1] - indptr[i])
+    q = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        v = np.float64(data[p])
+        s += v * W[indices[p], c]
+        q += v * v
+    return s, q
 
 
 @kernel_inline

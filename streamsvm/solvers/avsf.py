@@ -46,9 +46,8 @@ import math
 
 import numpy as np
 
-from ..kernels import row_sq_norms
-from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_masses, avsf_shuffle,
-                             avsf_visits)
+from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_group, avsf_masses,
+                             avsf_shuffle, avsf_visits)
 from ..kernels._dcd import dcd_check, dcd_estimate
 from ..problem import LOSSES, Problem
 from ..schedule import Accumulator, chunk_groups
@@ -142,8 +141,8 @@ class AVSFSolver(Solver):
         whole_bytes = store.nnz * self.hot.row_bytes + n * extra
         if self.cache > 0 and whole_bytes <= max(0, room):
             self.hot.load_all()                     # the paper's epochs, in RAM
-        self.hot_qd = None
-        self.codes = np.empty(0, np.int64)
+        self.codes, self.hbuf = np.empty(0, np.int64), np.empty(0, np.int64)
+        self.wbuf, self.cnt = np.empty(0), np.empty(0, np.int64)
 
     @property
     def n_iter(self) -> int:
@@ -217,13 +216,12 @@ class AVSFSolver(Solver):
             alg4_counts(np.ascontiguousarray(mass[:, c]), n, budget[:, c], state)
         # the hot rows' visits, shuffled, then dealt to the groups by their budgets
         m = int(budget[nb].sum())
-        H = self._buffer(m, 0)
+        H = self._hot_buffer(m)
         if hot.n_rows:
             wbuf, cnt = np.empty(hot.n_rows), np.empty(hot.n_rows, np.int64)
             used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H, 0, wbuf,
                               cnt, state)
             avsf_shuffle(H, used, state)
-        qd_hot = self._hot_qd()
         ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
         ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
         per_block = budget[ids].sum(axis=1)
@@ -234,7 +232,8 @@ class AVSFSolver(Solver):
             edges[1:] = np.floor(np.cumsum(group_budget) * (m / max(1, group_budget.sum())))
             edges[-1] = m
         else:
-            self._run(sched, (), (), H[:m], m, qd_hot, state)
+            sched.run(avsf_visits, *self._sources(), H, m, self.unit, (self.W, self.wb),
+                      self.prob, self._adapt(sched), self.st)
             sched.count_rows(m // k)
         if not pairs:
             return self._evict_cold()
@@ -244,7 +243,7 @@ class AVSFSolver(Solver):
             for block in blocks:
                 pending.append(block)
                 if len(pending) == len(pairs[g]):
-                    self._group(sched, pending, budget, H[edges[g]:edges[g + 1]], qd_hot)
+                    self._group(sched, pending, budget, H[edges[g]:edges[g + 1]])
                     pending, g = [], g + 1
         finally:
             blocks.close()
@@ -257,7 +256,6 @@ class AVSFSolver(Solver):
             cold = hot.local["avsf.p"].max(axis=1) < 0.5 * self.tau_in
             if cold.any():
                 hot.evict(cold)
-                self.hot_qd = None
 
     def _threshold(self, hist, lo, width, mean) -> float:
         """τ_in: the lower edge of the bin where the hottest ``cache × ℓ`` rows end, and at
@@ -270,73 +268,64 @@ class AVSFSolver(Solver):
         b = _BINS - 1 - min(j, _BINS - 1)
         return max(mean, math.exp(lo + b * width))
 
-    def _buffer(self, m, extra) -> np.ndarray:
-        if len(self.codes) < m + extra:
-            self.codes = np.empty(int(1.25 * (m + extra)) + 16, np.int64)
-        return self.codes
+    def _hot_buffer(self, m) -> np.ndarray:
+        """The buffer of an epoch's hot-row visits (the groups' lists use ``codes``)."""
+        if len(self.hbuf) < m:
+            self.hbuf = np.empty(int(1.25 * m) + 16, np.int64)
+        return self.hbuf
 
-    def _hot_qd(self) -> np.ndarray:
-        hot = self.hot
-        if self.hot_qd is None or len(self.hot_qd) != hot.n_rows:
-            self.hot_qd = np.empty(hot.n_rows)
-            row_sq_norms(hot.X, float(self.bias) ** 2, self.hot_qd)
-        return self.hot_qd
-
-    def _group(self, sched, blocks, budget, H, qd_hot) -> None:
+    def _group(self, sched, blocks, budget, H) -> None:
         """The visits of up to two blocks' rows and a slice of the hot rows' visits, in one
-        shuffled list; then the blocks' hottest rows into the cache."""
-        B = float(self.bias)
-        size = sum(int(budget[b.id].sum()) for b in blocks) + len(H)
-        codes = np.empty(size, np.int64)
-        state = np.array([sched.block_seed(blocks[0])], dtype=np.uint64)
-        off = 0
-        qds = []
+        shuffled list and one kernel call; then the blocks' hottest rows into the cache."""
+        k, hot = self.k, self.hot
+        b0 = blocks[0]
+        b1 = blocks[1] if len(blocks) > 1 else b0
+        nb = len(blocks)
+        budgets = np.zeros((2, k), np.int64)
         for j, b in enumerate(blocks):
-            q = np.empty(b.n_rows)
-            row_sq_norms((b.indptr, b.indices, b.data), B * B, q)
-            qds.append(q)
-            nr = b.n_rows
-            off = avsf_codes(self.p.view(b), self.hot_flag.view(b), budget[b.id], j, codes, off,
-                             np.empty(nr), np.empty(nr, np.int64), state)
-        codes[off:off + len(H)] = H
-        off += len(H)
-        if self.cache_visits > 0 and self.hot.n_rows:    # dual cached loops (module doc)
-            extra = int(self.cache_visits * off)
-            k = self.k
-            codes = np.concatenate([codes[:off], np.empty(extra + k, np.int64)])
-            hp = self.hot.local["avsf.p"]
-            off = avsf_codes(hp, np.zeros(len(hp), np.uint8), np.full(k, extra // k + 1), 2,
-                             codes, off, np.empty(len(hp)), np.empty(len(hp), np.int64), state)
-            self.extra_steps += extra // k + 1
-        avsf_shuffle(codes, off, state)
-        self._run(sched, blocks, qds, codes, off, qd_hot, state)
-        self._admit(blocks)
+            budgets[j] = budget[b.id]
+        size = int(budgets.sum()) + len(H)
+        rows = max(b0.n_rows, b1.n_rows)
+        if self.cache_visits > 0 and hot.n_rows:    # dual cached loops (module doc)
+            extra = int(self.cache_visits * size) // k + 1
+            hp = hot.local["avsf.p"]
+            more = np.empty(extra * k, np.int64)
+            st = np.array([sched.block_seed(b0) ^ 0x5EED], dtype=np.uint64)
+            used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), np.full(k, extra), 2, more,
+                              0, np.empty(hot.n_rows), np.empty(hot.n_rows, np.int64), st)
+            H = np.concatenate([H, more[:used]])
+            self.extra_steps += extra
+            size += used
+        if len(self.codes) < size:
+            self.codes = np.empty(int(1.25 * size) + 16, np.int64)
+        if len(self.wbuf) < rows:
+            self.wbuf, self.cnt = np.empty(rows), np.empty(rows, np.int64)
+        state = np.array([sched.block_seed(b0)], dtype=np.uint64)
+        count = np.zeros(2, np.int64)
+        hf = self.hot_flag
+        sched.run(avsf_group, *self._sources(b0, b1), (hf.view(b0), hf.view(b1)), budgets, nb,
+                  H, (self.codes, self.wbuf, self.cnt, state), self.unit, (self.W, self.wb),
+                  self.prob, self._adapt(sched), self.st,
+                  (self.tau_in, self.p_mean, count))
+        if self.cache > 0 and count.any() and not hot.full():
+            self._admit([b for j, b in enumerate(blocks) if count[j]])
 
-    def _run(self, sched, blocks, qds, codes, n, qd_hot, state) -> None:
-        hot, B = self.hot, float(self.bias)
-        Xh = hot.X
-        if blocks:
-            b0 = blocks[0]
-            b1 = blocks[1] if len(blocks) > 1 else b0
-            Xs = ((b0.indptr, b0.indices, b0.data), (b1.indptr, b1.indices, b1.data), Xh)
-            ys = (b0.y, b1.y, hot.y.astype(b0.y.dtype, copy=False))
-            q1 = qds[1] if len(blocks) > 1 else qds[0]
-            qs = (qds[0], q1, qd_hot)
-            alphas = (self.alpha.view(b0), self.alpha.view(b1), hot.local["avsf.alpha"])
-            ps = (self.p.view(b0), self.p.view(b1), hot.local["avsf.p"])
-        else:
-            Xs = (Xh, Xh, Xh)
-            ys = (hot.y, hot.y, hot.y)
-            qs = (qd_hot, qd_hot, qd_hot)
-            alphas = (hot.local["avsf.alpha"],) * NSRC
-            ps = (hot.local["avsf.p"],) * NSRC
-        sched.run(avsf_visits, Xs, ys, qs, alphas, ps, codes, n, self.unit,
-                  (self.W, self.wb), self.prob, self._adapt(sched), self.st)
+    def _sources(self, b0=None, b1=None):
+        """``(Xs, ys, alphas, ps)`` of the kernels: two blocks and the hot rows (the hot rows
+        three times when no block is resident)."""
+        hot = self.hot
+        Xh, ah, ph = hot.X, hot.local["avsf.alpha"], hot.local["avsf.p"]
+        if b0 is None:
+            return (Xh,) * NSRC, (hot.y,) * NSRC, (ah,) * NSRC, (ph,) * NSRC
+        yh = hot.y.astype(b0.y.dtype, copy=False)
+        return (((b0.indptr, b0.indices, b0.data), (b1.indptr, b1.indices, b1.data), Xh),
+                (b0.y, b1.y, yh), (self.alpha.view(b0), self.alpha.view(b1), ah),
+                (self.p.view(b0), self.p.view(b1), ph))
 
     def _admit(self, blocks) -> None:
+        """The rows of ``blocks`` not hot whose largest preference is at least ``τ_in`` and
+        above the mean enter the cache, hottest first, while there is room."""
         hot = self.hot
-        if self.cache <= 0 or hot.full():
-            return
         for b in blocks:
             p = self.p.view(b)
             top = p.max(axis=1)
@@ -344,8 +333,7 @@ class AVSFSolver(Solver):
                                   (self.hot_flag.view(b) == 0))
             if len(rows):
                 rows = rows[np.argsort(-top[rows], kind="stable")]
-                if hot.admit(b, rows, (self.alpha.view(b), p)):
-                    self.hot_qd = None
+                hot.admit(b, rows, (self.alpha.view(b), p))
             if hot.full():
                 break
 
@@ -433,7 +421,6 @@ class AVSFSolver(Solver):
         self.tau_in, self.p_mean = float(self.tau_in), float(self.p_mean)
         self.hot.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("hot.")},
                                  meta["hot"])
-        self.hot_qd = None
 
 
 def _check_block(block, views, args, acc) -> None:

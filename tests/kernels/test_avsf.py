@@ -97,7 +97,6 @@ def test_gain_is_the_exact_decrease_of_the_dual(l2, B):
         indices = np.tile(np.arange(d, dtype=np.int32), n)
         data = X.ravel().copy()
         Xc = (indptr, indices, data)
-        qd = (X * X).sum(axis=1) + B * B
         Xb = np.hstack([X, np.full((n, 1), B)])
         wfull = Xb.T @ (y * alpha)
         W, wb = wfull[:d].reshape(d, 1).copy(), np.array([wfull[d] / B if B else 0.0])
@@ -111,7 +110,7 @@ def test_gain_is_the_exact_decrease_of_the_dual(l2, B):
         st[0, 1], st[0, 2] = -np.inf, np.inf
         codes = np.array([(i * 1 + 0) * NSRC + 0], np.int64)
         prob = (np.array([1], np.int32), np.array([C]), np.array([C]), l2, B)
-        avsf_visits((Xc, Xc, Xc), (y, y, y), (qd, qd, qd), (a, a, a), (p, p, p), codes, 1,
+        avsf_visits((Xc, Xc, Xc), (y, y, y), (a, a, a), (p, p, p), codes, 1,
                     False, (W, wb), prob, (True, 0.2, 0.05, 20.0, np.log(400.0), 1.0), st)
         after = _dual(X, y, a[:, 0], C, l2, B)
         assert st[0, 0] >= 0.0
@@ -131,7 +130,6 @@ def test_zero_gain_steps_lower_the_preference_and_big_gains_raise_it():
     y = np.array([1.0, -1.0, 1.0])
     Xc = (np.arange(0, 7, 2, dtype=np.int64), np.tile(np.arange(2, dtype=np.int32), 3),
           X.ravel().copy())
-    qd = (X * X).sum(axis=1)
     C = 1.0
     a = np.array([[C], [0.0], [0.0]])          # row 0 at the bound with a margin below 1
     W = (X.T @ (y * a[:, 0])).reshape(d, 1)
@@ -139,12 +137,12 @@ def test_zero_gain_steps_lower_the_preference_and_big_gains_raise_it():
     st = np.array([[0.5, -np.inf, np.inf, 0.0, 0.0]])
     prob = (np.array([1], np.int32), np.array([C]), np.array([C]), False, 0.0)
     codes = np.array([0 * NSRC], np.int64)     # row 0: G < 0 at α = U, PG = 0, no move
-    avsf_visits((Xc,) * 3, (y,) * 3, (qd,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
+    avsf_visits((Xc,) * 3, (y,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
                 (W, np.zeros(1)), prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)
     assert p[0, 0] == pytest.approx(np.exp(-0.2))
     assert st[0, 0] == pytest.approx(0.5 * (1 - 1 / n))
     st[0, 0] = 1e-9                            # a tiny reference: the next real gain saturates
     codes = np.array([1 * NSRC], np.int64)
-    avsf_visits((Xc,) * 3, (y,) * 3, (qd,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
+    avsf_visits((Xc,) * 3, (y,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
                 (W, np.zeros(1)), prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)
     assert p[1, 0] == 20.0

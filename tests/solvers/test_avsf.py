@@ -67,6 +67,10 @@ def test_streamed_with_the_hot_cache_keeps_the_epochs_of_the_paper(a9a):
         assert max(h["hot_rows"] for h in res.history) > 0
         assert res.n_iter <= 1.5 * ram.n_iter, (chunk, res.n_iter, ram.n_iter)
         assert abs(res.dual - ram.dual) <= 1e-4 * abs(ram.dual)
+    # dual cached loops: extra visits of hot rows (rows enter the cache during the pass)
+    _, extra = _fit(X, y, chunk_rows=n // 50, memory="1MB", cache_visits=0.3, **kw)
+    assert extra.converged and abs(extra.dual - ram.dual) <= 1e-4 * abs(ram.dual)
+    assert extra.history[-1]["steps"] > n * sum(h["kind"] != "check" for h in extra.history)
     _, cold = _fit(X, y, chunk_rows=n // 50, memory="1MB", cache=0.0, max_passes=2 * ram.n_iter,
                    **kw)
     assert max(h["hot_rows"] for h in cold.history) == 0
