@@ -42,6 +42,7 @@ exact checks (history ``exact``).
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -56,6 +57,8 @@ from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Para
                     register)
 
 __all__ = ["AVSFSolver"]
+
+logger = logging.getLogger(__name__)
 
 _STATE_VERSION = 1
 _TOP = 0xA5F        # the key of an epoch's top-level draws (sched.rng)
@@ -141,6 +144,16 @@ class AVSFSolver(Solver):
         whole_bytes = store.nnz * self.hot.row_bytes + n * extra
         if self.cache > 0 and whole_bytes <= max(0, room):
             self.hot.load_all()                     # the paper's epochs, in RAM
+        else:
+            asked = int(self.cache * n)
+            per_row = extra + self.hot.row_bytes * store.nnz / max(1, n)   # a mean row
+            fits = int(min(asked, max(0, room) // per_row))
+            if fits < 0.5 * asked:
+                logger.warning(
+                    "avsf: the memory budget leaves room for about %d hot rows of the %d "
+                    "asked (--cache %g); streamed without them, chunk order costs many more "
+                    "epochs (24x on a9a, BENCHMARKS.md 'avsf'): raise --memory by about "
+                    "%.1f MB", fits, asked, self.cache, (asked - fits) * per_row / 1e6)
         self.codes, self.hbuf = np.empty(0, np.int64), np.empty(0, np.int64)
         self.wbuf, self.cnt = np.empty(0), np.empty(0, np.int64)
 

@@ -128,3 +128,14 @@ def test_bad_preference_bounds_are_refused():
     X, y = _load("a9a/a9a", 50)
     with pytest.raises(InvalidParameterError, match="p_min"):
         _fit(X, y, p_min=5.0, p_max=2.0)
+
+
+def test_a_budget_without_room_for_the_hot_rows_is_reported(caplog):
+    X, y = _load("mushrooms/mushrooms", 3000)
+    with caplog.at_level("WARNING", logger="streamsvm.solvers.avsf"):
+        _fit(X, y, chunk_rows=300, memory="120KB", max_passes=2)
+    assert "room for about 30 hot rows of the 300 asked" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="streamsvm.solvers.avsf"):
+        _fit(X, y, chunk_rows=300, max_passes=2)
+    assert "hot rows" not in caplog.text
