@@ -282,16 +282,26 @@ class Solver(abc.ABC):
     #: Attributes a checkpoint holds: arrays (restored in place) and JSON-able values.
     state_arrays: tuple = ()
     state_values: tuple = ()
+    #: The layout of the solver's checkpoints, stamped in them and checked on resume (None:
+    #: not stamped); raised whenever what :meth:`state_dict` holds changes.
+    state_version: int | None = None
 
     def state_dict(self) -> tuple[dict, dict]:
         """``(arrays, meta)``: everything to continue bit for bit (the scheduler's states
-        and counters are saved by the driver); by default :attr:`state_arrays` and
-        :attr:`state_values`."""
-        return ({n: getattr(self, n) for n in self.state_arrays},
-                {n: getattr(self, n) for n in self.state_values})
+        and counters are saved by the driver); by default :attr:`state_arrays`,
+        :attr:`state_values` and :attr:`state_version`."""
+        meta = {n: getattr(self, n) for n in self.state_values}
+        if self.state_version is not None:
+            meta["version"] = self.state_version
+        return {n: getattr(self, n) for n in self.state_arrays}, meta
 
     def load_state_dict(self, arrays: dict, meta: dict) -> None:
-        """Restore :meth:`state_dict` (after :meth:`start`)."""
+        """Restore :meth:`state_dict` (after :meth:`start`); a checkpoint of another
+        :attr:`state_version` raises :class:`~streamsvm.exceptions.CheckpointError`."""
+        if self.state_version is not None and meta.get("version") != self.state_version:
+            from ..exceptions import CheckpointError
+            raise CheckpointError(f"{self.name} checkpoint of version {meta.get('version')!r}; "
+                                  f"this streamsvm reads version {self.state_version}")
         for n in self.state_arrays:
             getattr(self, n)[...] = arrays[n]
         for n in self.state_values:

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_group, avsf_masses,
                              avsf_shuffle, avsf_visits)
+from ..exceptions import InvalidParameterError
 from ..kernels._dcd import dcd_check, dcd_estimate
 from ..problem import LOSSES, Problem
 from ..schedule import Accumulator, chunk_groups
@@ -60,7 +61,6 @@ __all__ = ["AVSFSolver"]
 
 logger = logging.getLogger(__name__)
 
-_STATE_VERSION = 1
 _TOP = 0xA5F        # the key of an epoch's top-level draws (sched.rng)
 _BINS = 256         # bins of the histogram of log p behind τ_in
 
@@ -72,7 +72,6 @@ class AVSFSolver(Solver):
     summary = ("dual coordinate descent with adaptive variable selection frequencies "
                "(Glasmachers & Dogan): per-row preferences instead of shrinking, the hottest "
                "rows kept in RAM; fastest at large C")
-    certificate = "relative duality gap"
     params = (
         C_PARAM,
         Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1, "
@@ -103,7 +102,6 @@ class AVSFSolver(Solver):
                        layout="binary" if store.task == "binary" else "ovr")
 
     def check_store(self, store) -> None:
-        from ..exceptions import InvalidParameterError
         if self.p_min >= self.p_max:
             raise InvalidParameterError(f"The 'p_min' parameter of solver 'avsf' must be below "
                                         f"p_max={self.p_max:g}. Got {self.p_min!r} instead.")
@@ -125,7 +123,6 @@ class AVSFSolver(Solver):
         self.hot_flag = sched.state("avsf.hot", np.uint8)
         # [Δ_ref, PG max, PG min, Σ α, ½ Σ D α²] per model (kernels/_avsf.py)
         self.st = np.zeros((k, 5))
-        self.cert = np.array([np.nan, np.nan, np.inf])      # primal, dual, gap at the last check
         self.epochs = self.steps = self.last_check = self.extra_steps = 0
         self.canstop, self.pending, self.by_pg = True, False, False
         self.tau_in = self.p_mean = 1.0
@@ -198,7 +195,7 @@ class AVSFSolver(Solver):
         if not self.hot.whole:
             self.hot.clear()
         self.p.fill(1.0)
-        self.hot._local["avsf.p"][:self.hot.n_rows] = 1.0
+        self.hot.local["avsf.p"][...] = 1.0
 
     def _adapt(self, sched):
         inv_l = 1.0 / sched.n_rows
@@ -232,9 +229,9 @@ class AVSFSolver(Solver):
         H = self._hot_buffer(m)
         if hot.n_rows:
             wbuf, cnt = np.empty(hot.n_rows), np.empty(hot.n_rows, np.int64)
-            used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H, 0, wbuf,
-                              cnt, state)
-            avsf_shuffle(H, used, state)
+            used = sched.run(avsf_codes, hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H,
+                             0, wbuf, cnt, state)
+            sched.run(avsf_shuffle, H, used, state)
         ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
         ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
         per_block = budget[ids].sum(axis=1)
@@ -379,7 +376,6 @@ class AVSFSolver(Solver):
         primal, dual = cert[:, 0], cert[:, 1]
         gap = (primal - dual) / np.maximum(np.abs(primal), 1e-300)
         spread = self._spread(stats[:, 0], stats[:, 1])
-        self.cert[:] = primal.sum(), dual.sum(), gap.max()
         by_eps = self.eps is not None and spread <= self.eps
         if gap.max() > self.tol and not by_eps and self.by_pg:
             if self.eps is None:                # LIBLINEAR's test fired too early: tighten
@@ -414,7 +410,8 @@ class AVSFSolver(Solver):
             self.hot.close()
             self.hot = None
 
-    state_arrays = ("W", "wb", "st", "cert")
+    state_version = 1
+    state_arrays = ("W", "wb", "st")
     state_values = ("epochs", "steps", "extra_steps", "last_check", "canstop", "pending",
                     "by_pg", "tau_in", "p_mean", "eps_now")
 
@@ -422,14 +419,9 @@ class AVSFSolver(Solver):
         arrays, meta = super().state_dict()
         hot_arrays, meta["hot"] = self.hot.state_dict()
         arrays.update({f"hot.{k}": v for k, v in hot_arrays.items()})
-        meta["version"] = _STATE_VERSION
         return arrays, meta
 
     def load_state_dict(self, arrays, meta) -> None:
-        from ..exceptions import CheckpointError
-        if meta.get("version") != _STATE_VERSION:
-            raise CheckpointError(f"avsf checkpoint of version {meta.get('version')!r}; this "
-                                  f"streamsvm reads version {_STATE_VERSION}")
         super().load_state_dict(arrays, meta)
         self.tau_in, self.p_mean = float(self.tau_in), float(self.p_mean)
         self.hot.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("hot.")},

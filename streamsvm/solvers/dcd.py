@@ -58,9 +58,6 @@ from ._dcd_ram import PerClass, RamSlab
 
 __all__ = ["DCDSolver"]
 
-_STATE_VERSION = 6
-
-
 @register("dcd")
 class DCDSolver(Solver):
     """Dual coordinate descent with per-row shrinking and active-set compaction (module doc)."""
@@ -295,6 +292,7 @@ class DCDSolver(Solver):
         if hasattr(self, "rows"):           # (start() may have refused the budget)
             self.rows.close()
 
+    state_version = 6
     state_arrays = ("W", "wb", "zu", "zs", "cert", "pgmax_old", "pgmin_old", "terms")
     state_values = ("epochs", "eps_pg", "gap_trigger", "check_due", "check_misses",
                     "pending")
@@ -309,14 +307,9 @@ class DCDSolver(Solver):
         if self.per_class is not None:
             per_class, meta["per_class"] = self.per_class.state_dict()
             arrays.update(per_class)
-        meta["version"] = _STATE_VERSION
         return arrays, meta
 
     def load_state_dict(self, arrays, meta) -> None:
-        from ..exceptions import CheckpointError
-        if meta.get("version") != _STATE_VERSION:
-            raise CheckpointError(f"dcd checkpoint of version {meta.get('version')!r}; this "
-                                  f"streamsvm reads version {_STATE_VERSION}")
         super().load_state_dict(arrays, meta)
         self.rows.load_state_dict({k[5:]: v for k, v in arrays.items() if k.startswith("rows.")},
                                   meta["rows"])
