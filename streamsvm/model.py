@@ -13,12 +13,11 @@ import base64
 import dataclasses
 import json
 import os
-import uuid
 
 import numpy as np
 
 from .exceptions import FormatError, InvalidParameterError, StoreNotFoundError, StreamSVMError
-from .io import is_local, url_to_fs
+from .io import is_local, url_to_fs, write_atomic
 
 __all__ = ["LinearModel", "load_model", "MODEL_FORMAT"]
 
@@ -140,7 +139,7 @@ class LinearModel:
 
     def save(self, path, *, storage_options=None) -> None:
         """Write the model as one JSON file (atomically)."""
-        _write_atomic(os.fspath(path), json.dumps(self.to_dict()).encode(), storage_options)
+        write_atomic(os.fspath(path), json.dumps(self.to_dict()).encode(), storage_options)
 
     def to_liblinear(self, path, *, storage_options=None) -> None:
         """Export in LIBLINEAR's text model format (integer class labels only)."""
@@ -164,7 +163,7 @@ class LinearModel:
                  f"nr_feature {self.n_features}", f"bias {bias if bias > 0 else -1:.17g}", "w"]
         cols = np.vstack([W.T, (b / bias)[None, :]]) if bias > 0 else W.T
         lines += [" ".join(f"{v:.17g}" for v in row) + " " for row in cols]
-        _write_atomic(os.fspath(path), ("\n".join(lines) + "\n").encode(), storage_options)
+        write_atomic(os.fspath(path), ("\n".join(lines) + "\n").encode(), storage_options)
 
 
 def load_model(path, *, storage_options=None) -> LinearModel:
@@ -255,23 +254,3 @@ def _from_liblinear(raw: bytes, source: str) -> LinearModel:
     params = {"solver_type": solver, "loss": _LIBLINEAR_LOSS[solver], "bias": max(bias, 0.0)}
     return LinearModel(coef, np.asarray(intercept, dtype=np.float64), classes, task, params,
                        {"format": "liblinear"})
-
-
-def _write_atomic(path: str, payload: bytes, storage_options=None) -> None:
-    if is_local(path):
-        local = path[len("file://"):] if path.startswith("file://") else path
-        parent = os.path.dirname(os.path.abspath(local))
-        os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, f".{os.path.basename(local)}.{uuid.uuid4().hex[:8]}.partial")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(payload)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, local)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        return
-    fs, p = url_to_fs(path, storage_options)
-    fs.pipe_file(p, payload)      # one PUT: an object store never shows a partial object

@@ -7,6 +7,10 @@ module. The library's convention (LIBLINEAR's)::
 
     P(W) = Σ_c [ ½‖w_c‖² + ρ‖w_c‖₁ + ½b_c² ] + Σ_i Σ_c C_ic loss(y_ic (w_cᵀx_i + B·b_c))
 
+with ``loss(m)`` the hinge ``max(0, 1 − m)``, the squared hinge ``max(0, 1 − m)²`` or the
+squared residual ``(1 − m)²`` (LS-SVM). Without the ℓ2 term (``l2=0``, LP-SVM: ``ρ‖w‖₁``
+alone) a regularized bias is in the ℓ1 term, ``ρ|b_c|``.
+
 with ``b_c`` a regularized constant feature of value ``B`` (``bias_mode="regularized"``),
 an unregularized intercept (``"free"``) or none; ``c`` runs over one model (binary),
 one per class (one-vs-rest: ``y_ic = +1`` for class ``c``, else ``-1``). A joint multiclass
@@ -24,7 +28,7 @@ from .exceptions import InvalidParameterError
 
 __all__ = ["Problem", "LOSSES", "class_costs"]
 
-LOSSES = ("hinge", "squared_hinge")
+LOSSES = ("hinge", "squared_hinge", "squared")
 LAYOUTS = ("binary", "ovr", "joint")
 BIAS_MODES = ("regularized", "free", "none")
 
@@ -35,7 +39,7 @@ class Problem:
 
     Attributes
     ----------
-    loss : {"hinge", "squared_hinge"}
+    loss : {"hinge", "squared_hinge", "squared"}
     C : float or None
         Cost of each row's loss (None: unknown, e.g. a model read from LIBLINEAR's format).
     class_weight : dict, "balanced" or None
@@ -45,6 +49,8 @@ class Problem:
     bias_mode : {"regularized", "free", "none"}
     l1 : float
         Weight ``ρ`` of ``‖w‖₁`` (0: ℓ2 only).
+    l2 : float
+        Weight of ``½‖w‖²`` (1, or 0 for ``ρ‖w‖₁`` alone).
     layout : {"binary", "ovr", "joint"}
         One model; one model per class (one-vs-rest); one joint multiclass model.
     """
@@ -56,6 +62,7 @@ class Problem:
     bias_mode: str = "regularized"
     l1: float = 0.0
     layout: str = "binary"
+    l2: float = 1.0
 
     def __post_init__(self):
         for name, value, allowed in (("loss", self.loss, LOSSES), ("layout", self.layout, LAYOUTS),
@@ -91,14 +98,15 @@ class Problem:
 
     # -- objective -----------------------------------------------------------------------
     def regularizer(self, coef: np.ndarray, intercept: np.ndarray) -> float:
-        """``Σ_c ½‖w_c‖² + ρ‖w_c‖₁ (+ ½b_c² for a regularized bias)``."""
+        """``Σ_c l2·½‖w_c‖² + ρ‖w_c‖₁`` plus, for a regularized bias, ``½b_c²`` (or ``ρ|b_c|``
+        without the ℓ2 term)."""
         coef = np.asarray(coef, dtype=np.float64)
-        reg = 0.5 * float(np.einsum("kd,kd->", coef, coef))
+        reg = self.l2 * 0.5 * float(np.einsum("kd,kd->", coef, coef))
         if self.l1:
             reg += self.l1 * float(np.abs(coef).sum())
         if self.bias_mode == "regularized" and self.bias:
             b = np.asarray(intercept, dtype=np.float64) / self.bias
-            reg += 0.5 * float(b @ b)
+            reg += 0.5 * float(b @ b) if self.l2 else self.l1 * float(np.abs(b).sum())
         return reg
 
     def loss_sum(self, scores: np.ndarray, labels: np.ndarray, classes: np.ndarray,
@@ -127,8 +135,8 @@ class Problem:
         else:
             pos = labels[:, None] == classes[None, :]
         y = np.where(pos, 1.0, -1.0)
-        xi = np.maximum(0.0, 1.0 - y * scores)
-        if self.loss == "squared_hinge":
+        xi = 1.0 - y * scores if self.loss == "squared" else np.maximum(0.0, 1.0 - y * scores)
+        if self.loss in ("squared_hinge", "squared"):
             xi = xi * xi
         return float((np.where(pos, Cp[None, :], Cn[None, :]) * xi).sum())
 

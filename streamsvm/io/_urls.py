@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["url_to_fs", "join_url", "is_local"]
+__all__ = ["url_to_fs", "join_url", "is_local", "write_atomic"]
 
 
 def url_to_fs(url, storage_options: dict | None = None):
@@ -29,3 +29,26 @@ def join_url(base: str, *parts: str) -> str:
 def is_local(url) -> bool:
     url = os.fspath(url)
     return "://" not in url or url.startswith("file://")
+
+
+def write_atomic(path: str, payload: bytes, storage_options=None) -> None:
+    """Write ``payload`` at ``path`` all at once: locally a private file ``fsync``-ed and
+    renamed over ``path``; on an object store one PUT (never a partial object)."""
+    import uuid
+    if is_local(path):
+        local = path[len("file://"):] if path.startswith("file://") else path
+        parent = os.path.dirname(os.path.abspath(local))
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".{os.path.basename(local)}.{uuid.uuid4().hex[:8]}.partial")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, local)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return
+    fs, p = url_to_fs(path, storage_options)
+    fs.pipe_file(p, payload)      # one PUT: an object store never shows a partial object

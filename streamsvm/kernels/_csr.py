@@ -37,7 +37,7 @@ from ._jit import kernel_inline
 
 __all__ = [
     "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2", "row_axpys",
-    "row_sq_norm",
+    "row_sq_norm", "row_inf_sq",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
     "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
 ]
@@ -160,6 +160,23 @@ def row_sq_norm(X, unit, i, s0):
         v = np.float64(data[p])
         s += v * v
     return s
+
+
+@kernel_inline
+def row_inf_sq(X, unit, i):
+    """``(‖x_i‖∞, ‖x_i‖²)`` of row ``i`` (float64)."""
+    indptr, indices, data = X
+    if unit:
+        n = indptr[i + 1] - indptr[i]
+        return (1.0 if n > 0 else 0.0), np.float64(n)
+    m = 0.0
+    q = 0.0
+    for p in range(indptr[i], indptr[i + 1]):
+        v = np.float64(data[p])
+        q += v * v
+        if abs(v) > m:
+            m = abs(v)
+    return m, q
 
 
 # -- block kernels -----------------------------------------------------------------------

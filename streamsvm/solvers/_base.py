@@ -49,7 +49,9 @@ class Param:
     Attributes
     ----------
     name : str
-    kind : {"float", "int", "bool", "choice", "class_weight", "str", "size"}
+    kind : {"float", "int", "bool", "choice", "class_weight", "str", "size", "floats"}
+        ``"floats"``: a list of numbers (or one comma-separated string of them, as the CLI
+        gives it), each in the range.
     default : object
     help : str
         One line, for the estimator's docstring and the CLI's ``--help``.
@@ -87,6 +89,9 @@ class Param:
             return "a str"
         if self.kind == "size":
             return "a size such as '2GB' or a number of bytes"
+        if self.kind == "floats":
+            return "a list of floats (or a comma-separated string of them), each " + \
+                dataclasses.replace(self, kind="float").describe()[2:]
         lo = "-inf" if self.low is None else self.low
         hi = "inf" if self.high is None else self.high
         left = "(" if self.low_open or self.low is None else "["
@@ -112,6 +117,22 @@ class Param:
         if self.kind == "size":
             from .._units import parse_size
             return parse_size(value, self.name)
+        if self.kind == "floats":
+            items = value.split(",") if isinstance(value, str) else value
+            try:
+                items = [float(v) if isinstance(v, str) else v for v in items]
+            except (TypeError, ValueError):
+                fail()
+            if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+                fail()
+            one = dataclasses.replace(self, kind="float")
+            try:
+                out = [one.validate(owner, v) for v in items]
+            except InvalidParameterError:
+                fail()
+            if not out:
+                fail()
+            return out
         if self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
                 fail()

@@ -73,7 +73,7 @@ def test_parameters_are_validated_from_the_table(name):
 
 
 def _fit(name, store, **kw):
-    kw.setdefault("max_passes", 400)
+    kw.setdefault("max_passes", max(400, SOLVERS[name]().max_passes))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return train(store, solver=name, **kw)

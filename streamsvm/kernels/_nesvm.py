@@ -1,0 +1,154 @@
+"""Kernels of ``nesvm``: the fused pass of one optimal-gradient round and the power
+iteration for its Lipschitz constant (spec_001 §2.1, §4.2–4.3, §5).
+
+Rows are augmented with the bias feature: ``x̄_i = (x_i, B)``, ``s̄_i = max(‖x_i‖∞, B)``,
+``q̄_i = ‖x_i‖² + B²`` — both computed from the row in the same read as its dot products
+(``row_inf_sq``), so no per-row statistics are stored. Weights ``W`` are (n_features + 1, k),
+the bias weight last, one model per column (``_csr.py``'s orientation).
+
+:func:`nesvm_rows`, for every model ``c`` (binary: ``y_ic = y_i``; one-vs-rest: ``+1`` for
+its class), cost ``C_ic`` and smoothing ``μ_c``, with ``m = y_ic x̄_i·W[:, c]``, ``r = 1 − m``:
+
+* hinge (C-SVM, LP-SVM): ``u = clip(r/(μ s̄_i), 0, 1)`` (``u = [r > 0]`` when ``s̄_i = 0``),
+  the smoothed hinge ``h_μ = u r − ½ μ s̄_i u²`` (spec Eq. 5 with the corrected threshold,
+  branch-free), the true hinge ``max(0, r)``;
+* squared residual (LS-SVM): ``u = r``, loss ``r²``;
+
+and sums, in ``out_s[c]``: ``Σ C h_μ``, ``Σ C loss``, ``Σ C u``, ``Σ C s̄ u²``, the rows in
+the quadratic zone ``0 < u < 1``, the rows with ``u > 0``, and (when ``two``) ``Σ C h_μ``
+and ``Σ C loss`` at the second point ``V[:, c]`` (the last ``y^k``, spec §4.3); in
+``out_G[:, c]``: ``Σ C u y_ic x̄_i`` (rows with ``u = 0`` skipped). The solver turns these
+into the gradient, ``F_μ``, the true objective and the duality gap (``solvers/nesvm.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._csr import row_axpys, row_dots, row_dots2, row_inf_sq
+from ._jit import kernel, kernel_inline
+
+__all__ = ["nesvm_rows", "nesvm_power", "N_SUMS"]
+
+#: Columns of ``out_s`` (module doc).
+N_SUMS = 8
+
+
+@kernel_inline
+def _clip_u(r, mu, s):
+    """``clip(r/(μ s), 0, 1)``; ``[r > 0]`` when ``μ s = 0`` (spec §2.1, rows of zeros)."""
+    if r <= 0.0:
+        return 0.0
+    t = mu * s
+    if t <= 0.0 or r >= t:
+        return 1.0
+    return r / t
+
+
+@kernel
+def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s):
+    """One block of an optimal-gradient round (module doc).
+
+    Parameters
+    ----------
+    X : tuple (indptr, indices, data)
+    unit : bool
+    y : ndarray of shape (n_rows,)
+        Stored labels (±1, or class ids).
+    model : tuple (pos, Cp, Cn, mu, B, squared)
+        Per model: the label counted positive, the costs of positive and negative rows, the
+        hinge smoothing; the bias value ``B`` (0: no bias); ``squared``: the LS-SVM loss.
+    W, V : ndarray of shape (n_features + 1, k)
+        The point of the round and (``two``) the second point evaluated.
+    out_tmp : ndarray of shape (3, k)
+        Scratch.
+    out_G : ndarray of shape (n_features + 1, k)
+        Added to: ``Σ C u y x̄``.
+    out_s : ndarray of shape (k, N_SUMS)
+        Added to (module doc).
+    """
+    pos, Cp, Cn, mu, B, squared = model
+    k = W.shape[1]
+    d = W.shape[0] - 1
+    n = X[0].shape[0] - 1
+    mw = out_tmp[0]
+    mv = out_tmp[1]
+    coef = out_tmp[2]
+    for i in range(n):
+        if two:
+            row_dots2(X, unit, i, W, V, mw, mv)
+        else:
+            row_dots(X, unit, i, W, mw)
+        s, q = row_inf_sq(X, unit, i)
+        if B > s:
+            s = B
+        any_u = False
+        for c in range(k):
+            yc = 1.0 if y[i] == pos[c] else -1.0
+            C = Cp[c] if yc > 0 else Cn[c]
+            r = 1.0 - yc * (mw[c] + B * W[d, c])
+            if squared:
+                u = r
+                h = r * r
+                loss = h
+            else:
+                u = _clip_u(r, mu[c], s)
+                h = u * r - 0.5 * mu[c] * s * u * u
+                loss = r if r > 0.0 else 0.0
+                if 0.0 < u < 1.0:
+                    out_s[c, 4] += 1.0
+            if u != 0.0:
+                out_s[c, 5] += 1.0
+                any_u = True
+            out_s[c, 0] += C * h
+            out_s[c, 1] += C * loss
+            out_s[c, 2] += C * u
+            out_s[c, 3] += C * s * u * u
+            coef[c] = C * u * yc
+            if two:
+                rv = 1.0 - yc * (mv[c] + B * V[d, c])
+                if squared:
+                    out_s[c, 6] += C * rv * rv
+                    out_s[c, 7] += C * rv * rv
+                else:
+                    uv = _clip_u(rv, mu[c], s)
+                    out_s[c, 6] += C * (uv * rv - 0.5 * mu[c] * s * uv * uv)
+                    out_s[c, 7] += C * (rv if rv > 0.0 else 0.0)
+        if any_u:
+            row_axpys(X, unit, i, coef, out_G)
+            for c in range(k):
+                out_G[d, c] += B * coef[c]
+
+
+@kernel
+def nesvm_power(X, unit, B, scaled, V, out_tmp, out_M, out_stats):
+    """One block of ``M V`` with ``M = Σ_i x̄_i x̄_iᵀ / s̄_i`` (``scaled``) or ``Σ_i x̄_i
+    x̄_iᵀ``, for the Lipschitz constant (spec §5 item 3), and the rows' statistics.
+
+    ``V`` and ``out_M`` are (n_features + 1, b); ``out_tmp`` (b,) scratch; ``out_stats``
+    (4,) is added ``Σ s̄_i``, ``Σ q̄_i``, ``Σ q̄_i/s̄_i`` and ``max q̄_i/s̄_i`` — the last as
+    a running max (spec §5 items 1–2: the paper's and the trace bound).
+    """
+    b = V.shape[1]
+    d = V.shape[0] - 1
+    n = X[0].shape[0] - 1
+    for i in range(n):
+        row_dots(X, unit, i, V, out_tmp)
+        s, q = row_inf_sq(X, unit, i)
+        if B > s:
+            s = B
+        q += B * B
+        inv = 1.0
+        if scaled:
+            inv = 1.0 / s if s > 0.0 else 0.0
+        for c in range(b):
+            out_tmp[c] = (out_tmp[c] + B * V[d, c]) * inv
+        row_axpys(X, unit, i, out_tmp, out_M)
+        for c in range(b):
+            out_M[d, c] += B * out_tmp[c]
+        out_stats[0] += s
+        out_stats[1] += q
+        if s > 0.0:
+            out_stats[2] += q / s
+            if q / s > out_stats[3]:
+                out_stats[3] = q / s

@@ -1,0 +1,535 @@
+"""``nesvm``: Nesterov smoothing and the optimal gradient method, one pass per round
+(paper 001, Zhou, Tao, Wu; spec_001, which corrects the printed algorithms).
+
+Problems (the library's convention, spec §1; ``x̄ = (x, B)``, ``w̄ = (w, b)``, the bias a
+regularized constant feature of value ``B``, ``C_i`` the row's cost with class weights)::
+
+    C-SVM  (loss="hinge",   penalty="l2"):  ½‖w̄‖² + Σ_i C_i max(0, 1 − y_i w̄·x̄_i)
+    LP-SVM (loss="hinge",   penalty="l1"):  ‖w̄‖₁  + Σ_i C_i max(0, 1 − y_i w̄·x̄_i)
+    LS-SVM (loss="squared"):                ½‖w̄‖² + Σ_i C_i (1 − y_i w̄·x̄_i)²
+
+Smoothing (spec §2): the hinge becomes ``h_μ(r) = max_{0≤u≤1} u r − ½ μ s̄_i u²`` with
+``s̄_i = max(‖x_i‖∞, B)`` (Eq. 5–10 with the corrected threshold ``1 − μ s̄_i``; within
+``μ s̄_i/2`` of the hinge), the ℓ1 norm the Huber function ``l_μ₁`` (Eq. 23–28). The LS-SVM
+loss is smooth already.
+
+Method (spec §3.1, Algorithm 1): with ``g^k = ∇F_μ(w^k)``, ``y^k = w^k − g^k/L``, ``z^k =
+w* − Σ_{i≤k} (i+1)/2 g^i / L``, ``w^{k+1} = 2/(k+3) z^k + (k+1)/(k+3) y^k``; ``w^0 = w*``
+(the prox-centre, spec §7 item 12), and every change of ``L`` or ``μ`` restarts the sequence
+there (``k = 0``, ``S = 0``, ``w* =`` the current point).
+
+Lipschitz constant (spec §5): ``L = 1 + C_max Λ_S/μ`` (C-SVM), ``1/μ₁ + C_max Λ_S/μ``
+(LP-SVM), ``1 + 2 C_max Λ`` (LS-SVM; the paper's Eq. 56 is not a Lipschitz constant and
+diverges, spec §1.3), with ``Λ_S = λ_max(Σ x̄ x̄ᵀ/s̄)``, ``Λ = λ_max(Σ x̄ x̄ᵀ)``:
+
+* ``lipschitz="power"``: block power iteration (4 vectors, Rayleigh–Ritz) at the start of a
+  run, one pass per product, until the top Ritz pair's residual is below 1% of its value;
+  ``Λ = θ + ‖residual‖``. The value is cached in the store's attributes per bias value
+  (``io/_derived.py``): a second run on the store pays no pass for it;
+* ``"trace"``: ``Σ q̄/s̄`` (``Σ q̄``), one statistics pass (cached too);
+* ``"paper"``: Eq. 48/52's ``n·max q̄/s̄`` (refused for LS-SVM).
+
+and the lagged descent safeguard (spec §5 item 5a): the pass that evaluates ``w^{k+1}`` also
+evaluates ``F_μ(y^k)`` (a second dot product per row, no extra I/O); if ``F_μ(y^k) > F_μ(w^k)
+− ‖g^k‖²/(2L)``, ``L`` doubles and the sequence restarts at the current point. (The spec
+restarts at the best point, which costs a pass for its gradient; the current point's
+gradient is at hand, so no pass is wasted.)
+
+Homotopy (spec §3.3, the fixed Algorithm 2): stages of decreasing ``μ`` (and ``μ₁`` with it),
+each warm-started with its prox-centre at the warm start. A stage ends when its smoothed
+duality gap ``(F_μ − D_μ)/F_μ`` is at most ``max(tol/2, ¼·(the part of the true gap the
+smoothing adds))``; then
+
+* ``homotopy="auto"`` (default): ``μ ← μ·clip(½ tol / smoothing part, 0.1, 0.5)``, until the
+  true duality gap reaches ``tol`` (no ``μ*`` to choose);
+* ``"geometric"``: ``μ ← max(ρμ, μ*)``; ``"harmonic"``: ``μ_t = max(μ₀/(t+1), μ*)`` (the
+  paper's Eq. 44, its four bugs fixed); ``μ*`` from ``mu_min``, or by default the spec's
+  accuracy recipe ``μ* = tol·P(w⁰)/(C Σ s̄)`` (the smoothing costs at most half the tol);
+  the stage at ``μ*`` is solved, then the run stops;
+* ``"none"``: one stage at ``mu`` (the paper's experiments: ``mu=5``), solved to ``tol`` on
+  its smoothed gap; the true gap is reported, not reached.
+
+A stage switch costs one pass (the gradient at the new ``μ``).
+
+Certificate (spec §4.4, free from the round's pass): ``α_i = C_i u_i`` is dual feasible and
+``Σ α_i y_i x̄_i = w̄ − g``, so ``D = Σ α_i − ½‖Σ α_i y_i x̄_i‖²`` (C-SVM); LS-SVM with ``α_i =
+2 C_i r_i``: ``D = Σ α_i − Σ α_i²/(4C_i) − ½‖Σ α_i y_i x̄_i‖²``; LP-SVM: ``α`` scaled by
+``t = 1/max(1, ‖Σ α_i y_i x̄_i‖∞)``, ``D = t Σ α_i``. The reported gap is ``(P_best −
+D_best)/P_best`` over every point evaluated (``w^k`` and ``y^k``); the model returned is the
+best point's. Exact, so the driver stops on it.
+
+Passes: one per round (``kind="round"``), the power iteration's (``"lipschitz"``), one per
+stage switch. Several models share each pass: one-vs-rest classes and a path of C values
+(``C_path``), ``k`` dot products and ``k`` axpys per row (spec §4.3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from ..exceptions import InvalidParameterError
+from ..io import read_derived, write_derived
+from ..kernels._nesvm import N_SUMS, nesvm_power, nesvm_rows
+from ..problem import Problem
+from ..schedule import Accumulator
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, Param, Solver, register)
+
+__all__ = ["NesvmSolver"]
+
+log = logging.getLogger(__name__)
+
+_POWER_VECTORS = 4       # block power iteration: vectors per pass
+_POWER_RTOL = 1e-2       # ... until the top Ritz pair's residual is below this share
+_POWER_PASSES = 30       # ... or this many passes (then θ + ‖r‖ is still an upper bound
+                         # of an eigenvalue, and the safeguard guards the rest)
+_STAGE_SHARE = 0.25      # a stage ends once its smoothed gap is below this share of the
+                         # smoothing's part of the true gap (or below tol/2)
+_RHO_AUTO = (0.1, 0.5)   # homotopy="auto": the range of μ's factor per stage
+
+
+@register("nesvm")
+class NesvmSolver(Solver):
+    """Nesterov smoothing + optimal gradient method (module doc)."""
+
+    summary = ("Nesterov's optimal gradient method on the smoothed hinge (C-SVM), the "
+               "l1-norm SVM (--penalty l1) or the least-squares SVM (--loss squared): one "
+               "pass per round, homotopy on the smoothing, a free duality gap; many C values "
+               "(--C-path) or classes share each pass")
+    state_version = 1
+    params = (
+        C_PARAM,
+        Param("C_path", "floats", None, "train one model per C value in the same passes "
+              "(e.g. 0.01,0.1,1,10); replaces C", low=0.0, low_open=True, flag="--C-path"),
+        Param("loss", "choice", "hinge", "hinge (C-SVM, or LP-SVM with --penalty l1) or "
+              "squared: the squared residual (1 - y w.x)^2 of the least-squares SVM",
+              choices=("hinge", "squared")),
+        Param("penalty", "choice", "l2", "l2: 1/2||w||^2; l1: ||w||_1 (LP-SVM, hinge only)",
+              choices=("l2", "l1")),
+        BIAS_PARAM,
+        Param("tol", "float", 1e-3, "stop when the relative duality gap is at most tol",
+              low=0.0, low_open=True),
+        Param("max_passes", "float", 3000.0, "stop after this many passes over the data, "
+              "with a ConvergenceWarning", low=0.0, low_open=True),
+        CLASS_WEIGHT_PARAM,
+        Param("mu", "float", 1.0, "hinge smoothing mu of the first homotopy stage (the knee "
+              "width is mu*||x_i||_inf); with homotopy='none' throughout (the paper: 5)",
+              low=0.0, low_open=True),
+        Param("mu_l1", "float", 0.1, "LP-SVM: smoothing of the l1 norm at the first stage, "
+              "decreased with mu", low=0.0, low_open=True),
+        Param("homotopy", "choice", "auto", "auto: decrease mu by a factor in [0.1, 0.5] "
+              "chosen from the gap until the true gap reaches tol; geometric: mu <- rho*mu "
+              "down to mu_min; harmonic: mu/(t+1) down to mu_min (the paper's Eq. 44); none: "
+              "one stage at mu", choices=("auto", "geometric", "harmonic", "none")),
+        Param("rho", "float", 0.2, "homotopy='geometric': mu's factor per stage", low=0.1,
+              high=0.5),
+        Param("mu_min", "float", 0.0, "geometric/harmonic: the last stage's mu (0: "
+              "tol*P(w0)/(C*sum s_i), which costs at most half of tol)", low=0.0),
+        Param("lipschitz", "choice", "power", "power: lambda_max by power iteration (cached "
+              "in the store); trace: the trace bound; paper: Eq. 48's n*max q/s (hinge only)",
+              choices=("power", "trace", "paper")),
+        Param("restart", "bool", True, "adaptive restart: a new sequence from the current "
+              "point whenever F_mu(y^k) increased (O'Donoghue and Candes; not in the paper: "
+              "linear convergence on the strongly convex objective)"),
+        Param("safeguard", "bool", True, "the lagged descent test: double L and restart "
+              "when F(y^k) decreased less than the bound promises (spec 5.5a)"),
+    )
+
+    history_extras = ("mu", "lipschitz", "smoothed_gap")
+
+    # -- the problem -----------------------------------------------------------------
+    @property
+    def Cs(self) -> list:
+        return list(self.C_path) if self.C_path else [self.C]
+
+    def problem(self, store) -> Problem:
+        l1 = self.penalty == "l1"
+        return Problem(loss=self.loss, C=self.Cs[0], class_weight=self.class_weight,
+                       bias=self.bias, bias_mode="regularized" if self.bias else "none",
+                       l1=1.0 if l1 else 0.0, l2=0.0 if l1 else 1.0,
+                       layout="binary" if store.task == "binary" else "ovr")
+
+    def problems(self, store) -> list:
+        """One problem per C of the path."""
+        p = self.problem(store)
+        return [dataclasses.replace(p, C=C) for C in self.Cs]
+
+    def check_store(self, store) -> None:
+        if self.loss == "squared" and self.penalty == "l1":
+            raise InvalidParameterError("nesvm: penalty='l1' (LP-SVM) goes with loss='hinge'; "
+                                        "the least-squares SVM (loss='squared') is l2")
+        if self.loss == "squared" and self.lipschitz == "paper":
+            raise InvalidParameterError(
+                "nesvm: lipschitz='paper' is not available for loss='squared': the paper's "
+                "LS-SVM constant 1 + 2C max||x_i||^2 (Eq. 56) is below the true one and the "
+                "method diverges (spec_001 §1.3); use 'power' or 'trace'")
+
+    # -- setup -------------------------------------------------------------------------
+    def start(self, sched) -> None:
+        store = sched.store
+        self.m = 1 if store.task == "binary" else len(store.classes)
+        K = self.k = self.m * len(self.Cs)
+        D1 = self.d1 = sched.n_features + 1
+        sched.check_budget("nesvm", {"the models, their sequences and gradients":
+                                     8 * D1 * K * 8 + 8 * D1 * _POWER_VECTORS * 3})
+        Cp, Cn = [], []
+        for p in self.problems(store):
+            cp, cn = p.resolved(store.classes, store.label_counts).costs(
+                store.classes, store.label_counts)
+            Cp.append(cp)
+            Cn.append(cn)
+        self.Cp, self.Cn = np.concatenate(Cp), np.concatenate(Cn)
+        self.pos = np.ones(K) if self.m == 1 else np.tile(np.arange(self.m, dtype=np.float64),
+                                                          len(self.Cs))
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.sq = self.loss == "squared"
+        self.l1 = self.penalty == "l1"
+        self.n_rows = sched.n_rows
+        # cached per operator (Σ x̄x̄ᵀ/s̄ or Σ x̄x̄ᵀ) and bias value
+        self.lip_key = f"nesvm.lipschitz.{'gram' if self.sq else 'gram_over_inf'}.B={self.bias!r}"
+        # the Lipschitz phase: a cached value, or the power iteration's (or stats) passes
+        self.lam = np.full(1, np.nan)               # Λ_S (hinge) or Λ (squared)
+        self.stats = np.zeros(4)                    # Σ s̄, Σ q̄, Σ q̄/s̄, max q̄/s̄
+        cached = read_derived(store, self.lip_key)
+        if isinstance(cached, dict) and len(cached.get("stats", ())) == 4:
+            self.stats[:] = cached["stats"]
+            if self.lipschitz == "power" and cached.get("lambda") is not None:
+                self.lam[0] = cached["lambda"]
+            elif self.lipschitz != "power":
+                self.lam[0] = self._bound_from_stats()
+        rng = sched.rng(0x4E45)                     # the power iteration's start
+        V = rng.standard_normal((D1, _POWER_VECTORS))
+        V[:, 0] = 1.0
+        if not self.bias:
+            V[-1] = 0.0
+        self.V = np.linalg.qr(V)[0]
+        self.power_passes = 0
+        self.power_theta = 0.0
+        # the sequences, per model (columns)
+        self.W = np.zeros((D1, K))                  # w^k
+        self.Z = np.zeros((D1, K))                  # the prox-centre w*
+        self.S = np.zeros((D1, K))                  # Σ (i+1)/2 g^i
+        self.Y = np.zeros((D1, K))                  # y^{k-1}, evaluated with w^k
+        self.kk = np.zeros(K, dtype=np.int64)       # k in the current sequence
+        self.mu_h = np.full(K, 0.0 if self.sq else self.mu)
+        self.mu1 = np.full(K, self.mu_l1 if self.l1 else 0.0)
+        self.stage = np.zeros(K, dtype=np.int64)
+        self.lmult = np.ones(K)                     # the safeguard's doublings
+        self.prev = np.full((K, 3), np.nan)         # F_μ(w^k), ‖g^k‖², F_μ(y^{k-1}) of the last round
+        self.mu_star = np.zeros(K)                  # geometric/harmonic: the last stage's μ
+        # the certificate: the best point evaluated, the best dual bound
+        self.Wbest = np.zeros((D1, K))
+        self.primal = np.full(K, np.inf)
+        self.dual = np.full(K, -np.inf)
+        self.gap = np.full(K, np.inf)
+        self.sgap = np.full(K, np.inf)              # the smoothed gap at the last point
+        # dual points (v = Σ α y x̄, Σ α, Σ α²/4C): the best, the sequence's average
+        self.best_v, self.agg_v = np.zeros((D1, K)), np.zeros((D1, K))
+        self.best_s, self.best_q, self.agg_s, self.agg_q, self.agg_w = np.zeros((5, K))
+        self.done = np.zeros(K, dtype=bool)         # certified at tol, or its last stage solved
+        self.rounds = self.restarts = 0
+        self.n_sv = 0
+
+    state_arrays = ("lam", "stats", "V", "W", "Z", "S", "Y", "kk", "mu_h", "mu1", "stage",
+                    "lmult", "prev", "mu_star", "Wbest", "primal", "dual", "gap", "sgap",
+                    "done", "best_v", "agg_v", "best_s", "best_q", "agg_s", "agg_q", "agg_w")
+    state_values = ("power_passes", "power_theta", "rounds", "restarts", "n_sv")
+
+    @property
+    def n_iter(self) -> int:
+        return self.rounds
+
+    def coef(self):
+        """The best point evaluated (the certificate's), one row per model: for a C path,
+        the path's models one after the other, each with its classes."""
+        return self.Wbest[:-1].T.copy(), self.Wbest[-1] * self.bias
+
+    # -- the Lipschitz constant ------------------------------------------------------------
+    def _bound_from_stats(self) -> float:
+        s_sum, q_sum, qs_sum, qs_max = self.stats
+        if self.lipschitz == "trace":
+            return q_sum if self.sq else qs_sum
+        return self.n_rows * qs_max                # the paper's Eq. 21/48
+
+    def _lipschitz_pass(self, sched) -> dict:
+        """One pass of the block power iteration (spec §5 item 3), the rows' statistics
+        with it."""
+        b = self.V.shape[1] if self.lipschitz == "power" else 1
+        acc = {"M": Accumulator((self.d1, b)), "stats": Accumulator(3),
+               "qs_max": Accumulator(1, op="max")}
+        res = sched.map_reduce(_power_block, args=(np.ascontiguousarray(self.V[:, :b]),
+                                                   self.unit, float(self.bias), not self.sq),
+                               acc=acc)
+        self.stats[:3] = res["stats"]
+        self.stats[3] = max(0.0, float(res["qs_max"][0]))
+        self.power_passes += 1
+        if self.lipschitz != "power":
+            self.lam[0] = self._bound_from_stats()
+        else:
+            MV = res["M"]
+            H = self.V.T @ MV
+            H = 0.5 * (H + H.T)
+            theta, vecs = np.linalg.eigh(H)
+            top = vecs[:, -1]
+            resid = float(np.linalg.norm(MV @ top - theta[-1] * (self.V @ top)))
+            self.power_theta = float(theta[-1])
+            log.info("nesvm: power iteration pass %d: theta %.6g residual %.3g",
+                     self.power_passes, theta[-1], resid)
+            if resid <= _POWER_RTOL * theta[-1] or self.power_passes >= _POWER_PASSES:
+                self.lam[0] = theta[-1] + resid
+            else:
+                self.V = np.linalg.qr(MV @ vecs[:, ::-1])[0]
+        if np.isfinite(self.lam[0]):
+            old = read_derived(sched.store, self.lip_key) or {}
+            write_derived(sched.store, self.lip_key, {
+                "stats": [float(v) for v in self.stats],
+                "lambda": float(self.lam[0]) if self.lipschitz == "power" else
+                old.get("lambda"),
+                "passes": self.power_passes})
+        return {"kind": "lipschitz", "primal": np.nan, "dual": np.nan, "gap": np.inf,
+                "exact": False, "active": 0, "mu": float(self.mu_h.max()),
+                "lipschitz": float(self.lam[0]) if np.isfinite(self.lam[0]) else 0.0,
+                "smoothed_gap": np.inf}
+
+    def _set_mu_star(self, c, P0) -> None:
+        """geometric/harmonic: the last stage's μ (module doc), from ``P(w⁰)`` (the first
+        round's primal)."""
+        if self.mu_min > 0:
+            self.mu_star[c] = self.mu_min
+        else:
+            Cmax = max(self.Cp[c], self.Cn[c])
+            self.mu_star[c] = self.tol * P0 / (Cmax * max(self.stats[0], 1e-300))
+        self.mu_star[c] = min(self.mu_star[c], self.mu)
+
+    def _L(self) -> np.ndarray:
+        Cmax = np.maximum(self.Cp, self.Cn)
+        lam = float(self.lam[0])
+        if self.sq:
+            L = 1.0 + 2.0 * Cmax * lam
+        elif self.l1:
+            L = 1.0 / self.mu1 + Cmax * lam / self.mu_h
+        else:
+            L = 1.0 + Cmax * lam / self.mu_h
+        return L * self.lmult
+
+    # -- one round -----------------------------------------------------------------------
+    def step(self, sched) -> dict:
+        if not np.isfinite(self.lam[0]):
+            return self._lipschitz_pass(sched)
+        live = ~self.done
+        two = bool((self.kk[live] > 0).any())
+        sums, G = self._pass(sched, two)
+        self.rounds += 1
+        L = self._L()
+        for c in np.flatnonzero(live):
+            f, gsq = self._absorb(c, sums[c], G[:, c], two and self.kk[c] > 0, L[c])
+            if self.done[c]:
+                continue
+            if self._stage_over(c):
+                self._next_stage(c)
+                continue
+            self._advance(c, self._L()[c], f, gsq)     # (L doubled by a failed test)
+        return self._entry("round")
+
+    def final_check(self, sched) -> dict:
+        if not np.isfinite(self.lam[0]) or not np.isfinite(self.gap).all():
+            sums, G = self._pass(sched, False)
+            for c in range(self.k):
+                self._absorb(c, sums[c], G[:, c], False, np.inf)
+        return self._entry("check")
+
+    def _pass(self, sched, two: bool):
+        K = self.k
+        mu = np.where(self.mu_h > 0, self.mu_h, 0.0)
+        model = (self.pos, self.Cp, self.Cn, mu, float(self.bias), self.sq)
+        acc = {"G": Accumulator((self.d1, K)), "s": Accumulator((K, N_SUMS))}
+        res = sched.map_reduce(_round_block, args=(self.W, self.Y, two, model, self.unit),
+                               acc=acc)
+        return res["s"], res["G"]
+
+    def _reg(self, w: np.ndarray, smooth: bool, c: int) -> float:
+        if not self.l1:
+            return 0.5 * float(w @ w)
+        if not smooth:
+            return float(np.abs(w).sum())
+        m = self.mu1[c]                               # Σ_j l_μ₁(w_j), the Huber function
+        a = np.abs(w)
+        return float(np.where(a > m, a - 0.5 * m, a * a / (2 * m)).sum())
+
+    def _absorb(self, c, s, Gc, two, Lc):
+        """The round's numbers of model ``c``: the certificate at ``w`` (and ``y``), the
+        safeguard's test; returns ``(F_μ(w), ‖g‖²)`` and leaves the gradient in ``self._g``."""
+        w = self.W[:, c]
+        fmu = self._reg(w, True, c) + s[0]
+        P = self._reg(w, False, c) + s[1]
+        if self.sq:
+            g = w - 2.0 * Gc
+            D = 2.0 * s[2] - s[1] - 2.0 * float(Gc @ Gc)
+            Dmu = D
+        elif self.l1:
+            g = np.clip(w / self.mu1[c], -1.0, 1.0) - Gc
+            t = 1.0 / max(1.0, float(np.abs(Gc).max(initial=0.0)))
+            D = t * s[2]
+            Dmu = D - t * t * (0.5 * self.mu_h[c] * s[3] + 0.5 * self.mu1[c] * float(Gc @ Gc))
+        else:
+            g = w - Gc
+            D = s[2] - 0.5 * float(Gc @ Gc)
+            Dmu = D - 0.5 * self.mu_h[c] * s[3]
+        if not self.bias:
+            g[-1] = 0.0
+        self._g = g
+        self.n_sv = int(s[5])
+        if self.mu_star[c] == 0 and not self.sq:
+            self._set_mu_star(c, P)
+        if P < self.primal[c]:
+            self.primal[c] = P
+            self.Wbest[:, c] = w
+        if two:
+            Py = self._reg(self.Y[:, c], False, c) + s[7]
+            if Py < self.primal[c]:
+                self.primal[c] = Py
+                self.Wbest[:, c] = self.Y[:, c]
+        # the dual point of this round, as (v = Σ α_i y_i x̄_i, Σ α_i, Σ α_i²/(4C_i))
+        if self.sq:
+            point = (2.0 * Gc, 2.0 * s[2], s[1])
+        else:
+            point = (Gc, s[2], 0.0)
+        self.dual[c] = self._dual_points(c, point, float(self.kk[c] + 1) / 2.0)
+        self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
+        self.sgap[c] = (fmu - Dmu) / max(abs(fmu), 1e-300)
+        self._true_gap_here = (P - D) / max(abs(P), 1e-300)
+        gsq = float(g @ g)
+        self.fy = np.inf
+        if self.gap[c] <= self.tol:
+            self.done[c] = True
+        elif two:
+            fy = self._reg(self.Y[:, c], True, c) + s[6]
+            f0, g0, fy0 = self.prev[c]
+            self.fy = fy
+            if self.safeguard and fy > f0 - g0 / (2.0 * Lc) + 1e-12 * abs(f0):
+                self.lmult[c] *= 2.0
+                self.restarts += 1
+                self._restart(c)
+                log.info("nesvm: model %d: the descent test failed (F(y) %.9g > %.9g): L "
+                         "doubled, the sequence restarted", c, fy, f0 - g0 / (2.0 * Lc))
+            elif self.restart and fy > fy0:
+                self.restarts += 1
+                self._restart(c)
+        return fmu, gsq
+
+    def _dual_value(self, v, sa, q) -> float:
+        if self.l1:
+            return sa / max(1.0, float(np.abs(v).max(initial=0.0)))
+        return sa - q - 0.5 * float(v @ v)
+
+    def _dual_points(self, c, point, weight) -> float:
+        """The best dual bound: the round's point, the sequence's weighted average of its
+        points (Nesterov's aggregated dual, which converges where single points stall) and
+        the best point so far, combined by an exact line search on the segment (``D`` is a
+        concave quadratic in ``α``, every convex combination is feasible; the LS-SVM's
+        ``Σ α²/(4C)`` taken at its convex upper bound, the weighted mean). No pass."""
+        v, sa, q = point
+        w0 = self.agg_w[c]
+        t = weight / (w0 + weight)
+        self.agg_v[:, c] += t * (v - self.agg_v[:, c])
+        self.agg_s[c] = (1 - t) * self.agg_s[c] + t * sa
+        self.agg_q[c] = (1 - t) * self.agg_q[c] + t * q
+        self.agg_w[c] = w0 + weight
+        for cand in (point, (self.agg_v[:, c], self.agg_s[c], self.agg_q[c])):
+            bv, bs, bq = self.best_v[:, c], self.best_s[c], self.best_q[c]
+            if not np.isfinite(self.dual[c]):
+                theta = 1.0
+            elif self.l1:
+                theta = 1.0 if self._dual_value(*cand) > self.dual[c] else 0.0
+            else:
+                dv = cand[0] - bv
+                lin = (cand[1] - bs) - (cand[2] - bq) - float(bv @ dv)
+                dd = float(dv @ dv)
+                theta = float(np.clip(lin / dd, 0.0, 1.0)) if dd > 0 else float(lin > 0)
+            if theta > 0.0:
+                self.best_v[:, c] = bv + theta * (cand[0] - bv)
+                self.best_s[c] = bs + theta * (cand[1] - bs)
+                self.best_q[c] = bq + theta * (cand[2] - bq)
+                self.dual[c] = max(self.dual[c], self._dual_value(
+                    self.best_v[:, c], self.best_s[c], self.best_q[c]))
+        return self.dual[c]
+
+    def _restart(self, c) -> None:
+        """A new sequence from the current point (``w* = w``, ``k = 0``, ``S = 0``)."""
+        self.Z[:, c] = self.W[:, c]
+        self.S[:, c] = 0.0
+        self.kk[c] = 0
+        self.agg_w[c] = 0.0
+
+    def _stage_over(self, c) -> bool:
+        if self.sq:
+            return False
+        smooth_part = max(self._true_gap_here - self.sgap[c], 0.0)
+        return self.sgap[c] <= max(0.5 * self.tol, _STAGE_SHARE * smooth_part) or \
+            (self.homotopy == "none" and self.sgap[c] <= self.tol)
+
+    def _next_stage(self, c) -> None:
+        """μ (and μ₁) of the next stage; the last stage solved ends the model's run."""
+        mode = self.homotopy
+        mu = self.mu_h[c]
+        if mode == "none":
+            if self.sgap[c] <= self.tol:
+                self.done[c] = True
+            return
+        if mode == "auto":
+            smooth_part = max(self._true_gap_here - self.sgap[c], 1e-300)
+            new = mu * float(np.clip(0.5 * self.tol / smooth_part, *_RHO_AUTO))
+        else:
+            if mu <= self.mu_star[c] * (1 + 1e-12):
+                self.done[c] = True
+                return
+            t = self.stage[c] + 1
+            new = self.rho * mu if mode == "geometric" else self.mu / (t + 1)
+            new = max(new, self.mu_star[c])
+        factor = new / mu
+        self.mu_h[c] = new
+        self.mu1[c] *= factor
+        self.stage[c] += 1
+        self.lmult[c] = 1.0
+        self._restart(c)
+        log.info("nesvm: model %d: stage %d, mu %.3g", c, self.stage[c], new)
+
+    def _advance(self, c, Lc, f, gsq) -> None:
+        """Steps 3–4 of Algorithm 1 (spec §3.1) from the gradient ``self._g``."""
+        g = self._g
+        k = self.kk[c]
+        w = self.W[:, c]
+        y = w - g / Lc
+        self.S[:, c] += 0.5 * (k + 1) * g
+        z = self.Z[:, c] - self.S[:, c] / Lc
+        self.Y[:, c] = y
+        self.W[:, c] = (2.0 / (k + 3)) * z + ((k + 1.0) / (k + 3)) * y
+        self.kk[c] = k + 1
+        self.prev[c] = (f, gsq, self.fy)
+
+    def _entry(self, kind) -> dict:
+        return {"kind": kind, "primal": float(self.primal.sum()), "dual": float(self.dual.sum()),
+                "gap": float(self.gap.max()), "exact": bool(np.isfinite(self.gap).all()),
+                "active": self.n_sv, "mu": float(self.mu_h.max()),
+                "lipschitz": float(self._L().max()) if np.isfinite(self.lam[0]) else 0.0,
+                "smoothed_gap": float(self.sgap.max()),
+                "stop": bool(self.done.all())}
+
+
+def _round_block(block, views, args, acc) -> None:
+    """One block of a round (``map_reduce`` kernel): :func:`nesvm_rows`."""
+    W, Y, two, model, unit = args
+    nesvm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, Y, two,
+               np.empty((3, W.shape[1])), acc["G"], acc["s"])
+
+
+def _power_block(block, views, args, acc) -> None:
+    """One block of the power iteration (``map_reduce`` kernel): :func:`nesvm_power`."""
+    V, unit, B, scaled = args
+    st = np.zeros(4)
+    nesvm_power((block.indptr, block.indices, block.data), unit, B, scaled, V,
+                np.empty(V.shape[1]), acc["M"], st)
+    acc["stats"] += st[:3]
+    acc["qs_max"][0] = max(acc["qs_max"][0], st[3])
