@@ -10,6 +10,7 @@ that are not the solver's (memory, seed, checkpoints, threads) are declared once
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -83,7 +84,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
           checkpoint_every_seconds=0.0, resume=False, storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           progress=False, **params):
-    """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``.
+    """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``;
+    with a path of C values (``nesvm``'s ``C_path``), a list of models, one per C in order.
 
     Parameters
     ----------
@@ -173,9 +175,19 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)
     summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
                    history=[{k: h[k] for k in MODEL_HISTORY_KEYS} for h in result.history])
-    model = LinearModel(result.coef, np.asarray(result.intercept, dtype=np.float64),
-                        store.classes, store.task, {"solver": solver, **slv.get_params()},
-                        summary, problem=problem.to_dict())
+    Cs = getattr(slv, "Cs", [None])
+    if len(Cs) > 1:          # a path of C values: one model per C (rows of the result)
+        m = len(result.coef) // len(Cs)
+        model = [LinearModel(result.coef[i * m:(i + 1) * m],
+                             np.asarray(result.intercept[i * m:(i + 1) * m], dtype=np.float64),
+                             store.classes, store.task,
+                             {"solver": solver, **slv.get_params(), "C": C}, summary,
+                             problem=dataclasses.replace(problem, C=C).to_dict())
+                 for i, C in enumerate(Cs)]
+    else:
+        model = LinearModel(result.coef, np.asarray(result.intercept, dtype=np.float64),
+                            store.classes, store.task, {"solver": solver, **slv.get_params()},
+                            summary, problem=problem.to_dict())
     log.info("%s finished: %d iterations, %.2f passes, %s %.3g, converged %s, %.2fs", solver,
              result.n_iter, result.passes, slv.certificate, result.stop_value,
              result.converged, seconds)

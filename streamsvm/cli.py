@@ -352,8 +352,24 @@ def _solver_args(args) -> dict:
             raise InvalidParameterError(f"{p.cli_flag} is not a parameter of solver "
                                         f"{args.solver!r} (its parameters: "
                                         f"{', '.join(q.cli_flag for q in table.values())})")
-        out[name] = _class_weight(value) if p.kind == "class_weight" else value
+        out[name] = _class_weight(value) if p.kind == "class_weight" else \
+            p.validate(f"solver {args.solver!r}", value) if p.kind == "floats" else value
     return out
+
+
+def _path_outputs(output: str, C_path) -> dict:
+    """The model file of each C: ``output`` itself, or with a path of C values (``--C-path``)
+    ``output`` with ``{C}`` replaced by each value."""
+    if not C_path or len(C_path) == 1:
+        return {None: output}
+    if "{C}" not in output:
+        raise InvalidParameterError(f"--C-path trains {len(C_path)} models: the model output "
+                                    f"(-o) must contain {{C}}, replaced by each C value (e.g. "
+                                    f"-o 'model-C{{C}}.json'); got {output!r}")
+    outputs = {C: output.replace("{C}", f"{C:g}") for C in C_path}
+    if len(set(outputs.values())) < len(C_path):
+        raise InvalidParameterError(f"--C-path names a C value twice: {C_path}")
+    return outputs
 
 
 def _cmd_train(args) -> int:
@@ -366,7 +382,9 @@ def _cmd_train(args) -> int:
     so = _storage_options(args.storage_option)
     params = _solver_args(args)
     # the model's location first: a run that cannot save its model does not start
-    check_writable_file(args.output, what="model output (-o)", storage_options=so)
+    outputs = _path_outputs(args.output, params.get("C_path"))
+    for out in outputs.values():
+        check_writable_file(out, what="model output (-o)", storage_options=so)
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -393,11 +411,13 @@ def _cmd_train(args) -> int:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    models = model if isinstance(model, list) else [model]
     try:
-        if args.format == "liblinear":
-            model.to_liblinear(args.output, storage_options=so)
-        else:
-            model.save(args.output, storage_options=so)
+        for m, out in zip(models, outputs.values()):
+            if args.format == "liblinear":
+                m.to_liblinear(out, storage_options=so)
+            else:
+                m.save(out, storage_options=so)
     except OSError as exc:
         from ._outputs import _reason
         from .exceptions import OutputNotWritableError
@@ -408,12 +428,13 @@ def _cmd_train(args) -> int:
     seconds = time.perf_counter() - t_start
     summary = {"solver": args.solver, "passes": result.passes, "n_iter": result.n_iter,
                "primal": result.primal, "dual": result.dual, "gap": result.stop_value,
-               "converged": result.converged, "seconds": seconds, "model": args.output,
+               "converged": result.converged, "seconds": seconds,
+               "model": args.output if len(outputs) == 1 else list(outputs.values()),
                "history": result.history}
     if args.json:
         print(json.dumps(summary))
     elif not args.quiet:
-        print(f"wrote {args.output}: {result.n_iter} iterations, {result.passes:.2f} passes, "
+        print(f"wrote {', '.join(outputs.values())}: {result.n_iter} iterations, {result.passes:.2f} passes, "
               f"primal {result.primal:.6f}, dual {result.dual:.6f}, relative gap "
               f"{result.stop_value:.2e}, {'converged' if result.converged else 'NOT converged'}, "
               f"{seconds:.2f}s")

@@ -55,6 +55,9 @@ class LinearSVC:
     converged_ : bool
     history_ : list of dict
         One entry per outer iteration (``streamsvm.solvers._driver.HISTORY_KEYS``).
+    path_ : dict of float to LinearSVC
+        With a path of C values (``solver="nesvm"``, ``C_path``): a fitted estimator per C
+        (``coef_``, ``predict`` and the rest above are those of the last C).
     model_ : LinearModel
 
     Examples
@@ -132,6 +135,9 @@ class LinearSVC:
         model, result = train(store, solver=self.solver, memory=self.memory,
                               seed=self.random_state, checkpoint=self.checkpoint,
                               resume=self.checkpoint is not None, **self._solver_params())
+        if isinstance(model, list):            # a path of C values (nesvm's C_path)
+            self.path_ = {m.params["C"]: type(self).from_model(m) for m in model}
+            model = model[-1]
         self._set_model(model)
         self.n_iter_ = int(result.n_iter)
         self.n_passes_ = float(result.passes)

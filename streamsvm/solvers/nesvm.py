@@ -464,19 +464,23 @@ class NesvmSolver(Solver):
         self.agg_w[c] = 0.0
 
     def _stage_over(self, c) -> bool:
+        """Whether the stage's smoothed problem is solved well enough: to ``tol`` at the last
+        stage (``homotopy="none"``, or ``μ*`` reached), loosely before (module doc)."""
         if self.sq:
             return False
+        last = self.homotopy == "none" or (self.homotopy != "auto" and
+                                           self.mu_h[c] <= self.mu_star[c] * (1 + 1e-12))
+        if last:
+            return self.sgap[c] <= self.tol
         smooth_part = max(self._true_gap_here - self.sgap[c], 0.0)
-        return self.sgap[c] <= max(0.5 * self.tol, _STAGE_SHARE * smooth_part) or \
-            (self.homotopy == "none" and self.sgap[c] <= self.tol)
+        return self.sgap[c] <= max(0.5 * self.tol, _STAGE_SHARE * smooth_part)
 
     def _next_stage(self, c) -> None:
         """μ (and μ₁) of the next stage; the last stage solved ends the model's run."""
         mode = self.homotopy
         mu = self.mu_h[c]
         if mode == "none":
-            if self.sgap[c] <= self.tol:
-                self.done[c] = True
+            self.done[c] = True
             return
         if mode == "auto":
             smooth_part = max(self._true_gap_here - self.sgap[c], 1e-300)
