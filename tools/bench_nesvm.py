@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from streamsvm._train import train  # noqa: E402
 from streamsvm.exceptions import ConvergenceWarning  # noqa: E402
 from streamsvm.io import open_store  # noqa: E402
+from streamsvm.solvers.nesvm import _POWER_PASSES  # noqa: E402
 
 PAPER_CS = [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0]
 
@@ -48,7 +49,7 @@ def fit(store, **kw) -> dict:
 def warm_cache(store, **kw) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        train(store, solver="nesvm", max_passes=1, **kw)
+        train(store, solver="nesvm", max_passes=_POWER_PASSES + 1, **kw)
 
 
 def cmd_homotopy(args) -> list:
