@@ -87,7 +87,9 @@ _POWER_PASSES = 30       # ... or this many passes (then θ + ‖r‖ is still a
                          # of an eigenvalue, and the safeguard guards the rest)
 _STAGE_SHARE = 0.25      # a stage ends once its smoothed gap is below this share of the
                          # smoothing's part of the true gap (or below tol/2)
-_RHO_AUTO = (0.1, 0.5)   # homotopy="auto": the range of μ's factor per stage
+_RHO_AUTO = (0.1, 0.5)
+_SHRINK_AFTER = 30       # shrink_l: after this many rounds of a sequence, a restart at
+_SHRINK_SHARE = 4        # 2× the largest secant when L exceeds this many times it   # homotopy="auto": the range of μ's factor per stage
 
 
 @register("nesvm")
@@ -133,6 +135,10 @@ class NesvmSolver(Solver):
         Param("restart", "bool", True, "adaptive restart: a new sequence from the current "
               "point whenever F_mu(y^k) increased (O'Donoghue and Candes; not in the paper: "
               "linear convergence on the strongly convex objective)"),
+        Param("shrink_l", "bool", True, "follow the local curvature: when the sequence's "
+              "largest secant curvature is below a quarter of L (after 30 rounds), and at "
+              "adaptive restarts, restart with L = 2x that secant (the descent test doubles "
+              "it back when too small); not in the paper (spec 5.4)"),
         Param("safeguard", "bool", True, "the lagged descent test: double L and restart "
               "when F(y^k) decreased less than the bound promises (spec 5.5a)"),
     )
@@ -217,6 +223,8 @@ class NesvmSolver(Solver):
         self.mu1 = np.full(K, self.mu_l1 if self.l1 else 0.0)
         self.stage = np.zeros(K, dtype=np.int64)
         self.lmult = np.ones(K)                     # the safeguard's doublings
+        self.Wp, self.Gp = np.zeros((D1, K)), np.zeros((D1, K))   # the last round's w, g
+        self.sec = np.zeros(K)                      # the sequence's largest secant
         self.prev = np.full((K, 3), np.nan)         # F_μ(w^k), ‖g^k‖², F_μ(y^{k-1}) of the last round
         self.mu_star = np.zeros(K)                  # geometric/harmonic: the last stage's μ
         # the certificate: the best point evaluated, the best dual bound
@@ -234,7 +242,8 @@ class NesvmSolver(Solver):
 
     state_arrays = ("lam", "stats", "V", "W", "Z", "S", "Y", "kk", "mu_h", "mu1", "stage",
                     "lmult", "prev", "mu_star", "Wbest", "primal", "dual", "gap", "sgap",
-                    "done", "best_v", "agg_v", "best_s", "best_q", "agg_s", "agg_q", "agg_w")
+                    "done", "best_v", "agg_v", "best_s", "best_q", "agg_s", "agg_q", "agg_w",
+                    "Wp", "Gp", "sec")
     state_values = ("power_passes", "power_theta", "rounds", "restarts", "n_sv")
 
     @property
@@ -402,8 +411,27 @@ class NesvmSolver(Solver):
         self._true_gap_here = (P - D) / max(abs(P), 1e-300)
         gsq = float(g @ g)
         self.fy = np.inf
+        # the curvature seen along the sequence (secants between its rounds), and the
+        # gradient restart test ⟨g(w^k), w^k − w^{k−1}⟩ > 0 (O'Donoghue and Candès)
+        uphill = False
+        if self.kk[c] > 0:
+            dw = w - self.Wp[:, c]
+            nd = float(np.sqrt(dw @ dw))
+            if nd > 0:
+                dg = g - self.Gp[:, c]
+                self.sec[c] = max(self.sec[c], float(np.sqrt(dg @ dg)) / nd)
+            uphill = float(g @ dw) > 0
+        self.Wp[:, c] = w
+        self.Gp[:, c] = g
         if self.gap[c] <= self.tol:
             self.done[c] = True
+        elif self.shrink_l and self.kk[c] >= _SHRINK_AFTER and \
+                _SHRINK_SHARE * self.sec[c] < Lc:
+            self.restarts += 1          # L far above the curvature met: a new run below
+            self._restart(c, shrink=True)
+        elif self.restart and uphill and self.shrink_l:
+            self.restarts += 1
+            self._restart(c, shrink=True)
         elif two:
             fy = self._reg(self.Y[:, c], True, c) + s[6]
             f0, g0, fy0 = self.prev[c]
@@ -416,7 +444,7 @@ class NesvmSolver(Solver):
                          "doubled, the sequence restarted", c, fy, f0 - g0 / (2.0 * Lc))
             elif self.restart and fy > fy0:
                 self.restarts += 1
-                self._restart(c)
+                self._restart(c, shrink=self.shrink_l)
         return fmu, gsq
 
     def _dual_value(self, v, sa, q) -> float:
@@ -456,8 +484,22 @@ class NesvmSolver(Solver):
                     self.best_v[:, c], self.best_s[c], self.best_q[c]))
         return self.dual[c]
 
-    def _restart(self, c) -> None:
-        """A new sequence from the current point (``w* = w``, ``k = 0``, ``S = 0``)."""
+    def _lmult_floor(self, c) -> float:
+        """The smallest share of ``L`` worth trying: its regularizer part alone (1, or
+        ``1/μ₁`` for LP-SVM) is a lower bound of the curvature."""
+        L = self._L()[c] / self.lmult[c]
+        return (1.0 / self.mu1[c] if self.l1 else 1.0) / L
+
+    def _restart(self, c, shrink=False) -> None:
+        """A new sequence from the current point (``w* = w``, ``k = 0``, ``S = 0``); with
+        ``shrink`` (an adaptive restart under ``shrink_l``), ``L`` set to twice the largest
+        secant curvature the last sequence met, within [its regularizer's, the global
+        bound]."""
+        if shrink:
+            if self.sec[c] > 0:
+                base = self._L()[c] / self.lmult[c]
+                self.lmult[c] = min(1.0, max(2.0 * self.sec[c] / base, self._lmult_floor(c)))
+        self.sec[c] = 0.0
         self.Z[:, c] = self.W[:, c]
         self.S[:, c] = 0.0
         self.kk[c] = 0
@@ -496,7 +538,8 @@ class NesvmSolver(Solver):
         self.mu_h[c] = new
         self.mu1[c] *= factor
         self.stage[c] += 1
-        self.lmult[c] = 1.0
+        if not self.shrink_l:
+            self.lmult[c] = 1.0
         self._restart(c)
         log.info("nesvm: model %d: stage %d, mu %.3g", c, self.stage[c], new)
 
