@@ -8,6 +8,10 @@ group::
 
     "streamsvm_derived": {"<name>": {"value": ..., "store_id": "...", "crc": "crc32c:..."}}
 
+A value may carry one float64 array (``nesvm``'s top eigenvectors: too large for JSON), kept
+beside the group as ``derived/<name>.npy`` with its shape and CRC-32C in the entry; a missing or
+damaged file makes the entry count as absent.
+
 Each entry is tied to the store's identity (``store_id``, or the attributes' checksum) and
 carries the CRC-32C of its own JSON: an entry of another store (a store rewritten in place),
 or a damaged one, is ignored with a warning and computed again. ``zarr.json`` is rewritten
@@ -50,10 +54,41 @@ def _zarr_json(store):
     return fs, key
 
 
-def read_derived(store, name: str):
-    """The value cached under ``name`` for ``store``, or None (module doc)."""
-    if not hasattr(store, "storage_options"):                  # an InMemoryStore
-        return None
+def _on_storage(store) -> bool:
+    """Whether ``store`` is a store on a filesystem (an InMemoryStore is not)."""
+    return hasattr(store, "storage_options") and getattr(store, "url", "memory") != "memory"
+
+
+def _array_url(store, name: str) -> str:
+    return store.url.rstrip("/") + "/derived/" + name + ".npy"
+
+
+def read_derived(store, name: str, *, with_array: bool = False):
+    """The value cached under ``name`` for ``store``, or None (module doc); with
+    ``with_array``, ``(value, array)`` (``(None, None)`` when absent)."""
+    value = _read_value(store, name) if _on_storage(store) else None
+    if not with_array:
+        return value
+    info = value.get("array") if isinstance(value, dict) else None
+    if not isinstance(info, dict):
+        return None, None
+    import numpy as np
+    try:
+        fs, path = url_to_fs(_array_url(store, name), store.storage_options)
+        raw = fs.cat_file(path)
+        ok = f"crc32c:{crc32c(raw):08x}" == info.get("crc")
+        arr = np.frombuffer(raw, dtype="<f8").reshape(info["shape"]) if ok else None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.info("store %r: cached array of %s unreadable (%s)", store.url, name, exc)
+        arr = None
+    if arr is None:
+        warnings.warn(f"store {store.url!r}: the array cached with {name!r} is missing or "
+                      f"damaged; it is computed again", RuntimeWarning, stacklevel=2)
+        return None, None
+    return value, np.array(arr)
+
+
+def _read_value(store, name: str):
     try:
         fs, key = _zarr_json(store)
         doc = json.loads(fs.cat_file(key))
@@ -75,13 +110,19 @@ def read_derived(store, name: str):
     return entry["value"]
 
 
-def write_derived(store, name: str, value) -> bool:
-    """Cache ``value`` (JSON-able) under ``name`` for ``store``; False when the store cannot
-    be written (module doc)."""
-    if not hasattr(store, "storage_options"):
+def write_derived(store, name: str, value, array=None) -> bool:
+    """Cache ``value`` (a JSON-able dict) and optionally one float64 ``array`` under ``name``
+    for ``store``; False when the store cannot be written (module doc)."""
+    if not _on_storage(store):
         return False
     ident = _identity(store)
     try:
+        if array is not None:
+            import numpy as np
+            raw = np.ascontiguousarray(array, dtype="<f8").tobytes()
+            write_atomic(_array_url(store, name), raw, store.storage_options)
+            value = dict(value, array={"shape": list(np.shape(array)),
+                                       "crc": f"crc32c:{crc32c(raw):08x}"})
         fs, key = _zarr_json(store)
         doc = json.loads(fs.cat_file(key))
         attrs = doc.setdefault("attributes", {})

@@ -81,8 +81,9 @@ __all__ = ["NesvmSolver"]
 
 log = logging.getLogger(__name__)
 
-_POWER_VECTORS = 4       # block power iteration: vectors per pass
-_POWER_RTOL = 1e-2       # ... until the top Ritz pair's residual is below this share
+_POWER_VECTORS = 8       # block power iteration: vectors per pass (the top 7 precondition)
+_POWER_RTOL = 1e-2       # ... until the top Ritz pair's residual is below this share and
+                         # the last Ritz value (the bulk bound) changed less than it
 _POWER_PASSES = 30       # ... or this many passes (then θ + ‖r‖ is still an upper bound
                          # of an eigenvalue, and the safeguard guards the rest)
 _STAGE_SHARE = 0.25      # a stage ends once its smoothed gap is below this share of the
@@ -139,6 +140,9 @@ class NesvmSolver(Solver):
               "largest secant curvature is below a quarter of L (after 30 rounds), and at "
               "adaptive restarts, restart with L = 2x that secant (the descent test doubles "
               "it back when too small); not in the paper (spec 5.4)"),
+        Param("precondition", "bool", True, "lipschitz='power': measure steps in the metric "
+              "M = I + sum_j beta_j v_j v_j^T of the 7 largest eigenvectors found, so that L "
+              "is set by the 8th eigenvalue instead of the largest (not in the paper)"),
         Param("safeguard", "bool", True, "the lagged descent test: double L and restart "
               "when F(y^k) decreased less than the bound promises (spec 5.5a)"),
     )
@@ -198,19 +202,24 @@ class NesvmSolver(Solver):
         # the Lipschitz phase: a cached value, or the power iteration's (or stats) passes
         self.lam = np.full(1, np.nan)               # Λ_S (hinge) or Λ (squared)
         self.stats = np.zeros(4)                    # Σ s̄, Σ q̄, Σ q̄/s̄, max q̄/s̄
-        cached = read_derived(store, self.lip_key)
-        if isinstance(cached, dict) and len(cached.get("stats", ())) == 4:
-            self.stats[:] = cached["stats"]
-            if self.lipschitz == "power" and cached.get("lambda") is not None:
-                self.lam[0] = cached["lambda"]
-            elif self.lipschitz != "power":
-                self.lam[0] = self._bound_from_stats()
+        self.theta = np.zeros(_POWER_VECTORS)      # Ritz values, largest first
         rng = sched.rng(0x4E45)                     # the power iteration's start
         V = rng.standard_normal((D1, _POWER_VECTORS))
         V[:, 0] = 1.0
         if not self.bias:
             V[-1] = 0.0
         self.V = np.linalg.qr(V)[0]
+        cached, vecs = read_derived(store, self.lip_key, with_array=True)
+        if isinstance(cached, dict) and len(cached.get("stats", ())) == 4:
+            self.stats[:] = cached["stats"]
+            if self.lipschitz == "power" and cached.get("lambda") is not None and \
+                    vecs is not None and vecs.shape == self.V.shape and \
+                    len(cached.get("theta", ())) == _POWER_VECTORS:
+                self.lam[0] = cached["lambda"]
+                self.theta[:] = cached["theta"]
+                self.V[...] = vecs
+            elif self.lipschitz != "power":
+                self.lam[0] = self._bound_from_stats()
         self.power_passes = 0
         self.power_theta = 0.0
         # the sequences, per model (columns)
@@ -240,7 +249,7 @@ class NesvmSolver(Solver):
         self.rounds = self.restarts = 0
         self.n_sv = 0
 
-    state_arrays = ("lam", "stats", "V", "W", "Z", "S", "Y", "kk", "mu_h", "mu1", "stage",
+    state_arrays = ("lam", "stats", "V", "theta", "W", "Z", "S", "Y", "kk", "mu_h", "mu1", "stage",
                     "lmult", "prev", "mu_star", "Wbest", "primal", "dual", "gap", "sgap",
                     "done", "best_v", "agg_v", "best_s", "best_q", "agg_s", "agg_q", "agg_w",
                     "Wp", "Gp", "sec")
@@ -281,22 +290,29 @@ class NesvmSolver(Solver):
             H = self.V.T @ MV
             H = 0.5 * (H + H.T)
             theta, vecs = np.linalg.eigh(H)
-            top = vecs[:, -1]
-            resid = float(np.linalg.norm(MV @ top - theta[-1] * (self.V @ top)))
-            self.power_theta = float(theta[-1])
-            log.info("nesvm: power iteration pass %d: theta %.6g residual %.3g",
-                     self.power_passes, theta[-1], resid)
-            if resid <= _POWER_RTOL * theta[-1] or self.power_passes >= _POWER_PASSES:
-                self.lam[0] = theta[-1] + resid
+            theta, vecs = theta[::-1], vecs[:, ::-1]
+            top = vecs[:, 0]
+            resid = float(np.linalg.norm(MV @ top - theta[0] * (self.V @ top)))
+            bulk_moved = abs(theta[-1] - self.theta[-1]) > _POWER_RTOL * theta[-1]
+            self.power_theta = float(theta[0])
+            log.info("nesvm: power iteration pass %d: theta %.6g residual %.3g, bulk %.6g",
+                     self.power_passes, theta[0], resid, theta[-1])
+            if (resid <= _POWER_RTOL * theta[0] and not bulk_moved) or \
+                    self.power_passes >= _POWER_PASSES:
+                self.lam[0] = theta[0] + resid
+                self.V = self.V @ vecs               # the Ritz vectors
+                self.theta[:] = np.maximum(theta, 0.0)
             else:
-                self.V = np.linalg.qr(MV @ vecs[:, ::-1])[0]
+                self.theta[:] = theta
+                self.V = np.linalg.qr(MV @ vecs)[0]
         if np.isfinite(self.lam[0]):
             old = read_derived(sched.store, self.lip_key) or {}
+            power = self.lipschitz == "power"
             write_derived(sched.store, self.lip_key, {
                 "stats": [float(v) for v in self.stats],
-                "lambda": float(self.lam[0]) if self.lipschitz == "power" else
-                old.get("lambda"),
-                "passes": self.power_passes})
+                "lambda": float(self.lam[0]) if power else old.get("lambda"),
+                "theta": [float(t) for t in self.theta] if power else old.get("theta"),
+                "passes": self.power_passes}, array=self.V if power else None)
         return {"kind": "lipschitz", "primal": np.nan, "dual": np.nan, "gap": np.inf,
                 "exact": False, "active": 0, "mu": float(self.mu_h.max()),
                 "lipschitz": float(self.lam[0]) if np.isfinite(self.lam[0]) else 0.0,
@@ -312,16 +328,45 @@ class NesvmSolver(Solver):
             self.mu_star[c] = self.tol * P0 / (Cmax * max(self.stats[0], 1e-300))
         self.mu_star[c] = min(self.mu_star[c], self.mu)
 
-    def _L(self) -> np.ndarray:
+    def _curvatures(self):
+        """``(L0, a)`` per model: the regularizer's curvature (1, or ``1/μ₁``) and the data
+        term's factor on the operator (``C/μ``, or ``2C`` for the squared loss)."""
         Cmax = np.maximum(self.Cp, self.Cn)
-        lam = float(self.lam[0])
-        if self.sq:
-            L = 1.0 + 2.0 * Cmax * lam
-        elif self.l1:
-            L = 1.0 / self.mu1 + Cmax * lam / self.mu_h
-        else:
-            L = 1.0 + Cmax * lam / self.mu_h
-        return L * self.lmult
+        L0 = 1.0 / self.mu1 if self.l1 else np.ones(self.k)
+        a = 2.0 * Cmax if self.sq else Cmax / self.mu_h
+        return L0, a
+
+    @property
+    def preconditioned(self) -> bool:
+        return self.precondition and self.lipschitz == "power" and self.theta[-1] > 0
+
+    def _L(self) -> np.ndarray:
+        """``L`` per model: in the metric ``M`` when preconditioned (module doc)."""
+        L0, a = self._curvatures()
+        lam = self.theta[-1] if self.preconditioned else float(self.lam[0])
+        return (L0 + a * lam) * self.lmult
+
+    def _beta(self, c) -> np.ndarray:
+        """``β`` of ``M = I + Σ_j β_j v_j v_jᵀ`` for model ``c`` (0 when not preconditioned)."""
+        if not self.preconditioned:
+            return np.zeros(_POWER_VECTORS - 1)
+        L0, a = self._curvatures()      # L_M (1 + β_j) = L0 + a θ_j on v_j, L_M = L0 + a θ_b
+        return a[c] * (self.theta[:-1] - self.theta[-1]) / (L0[c] + a[c] * self.theta[-1])
+
+    def _minv(self, c, g) -> np.ndarray:
+        """``M⁻¹ g`` (Sherman–Morrison–Woodbury on the orthonormal Ritz vectors)."""
+        if not self.preconditioned:
+            return g
+        V = self.V[:, :-1]
+        b = self._beta(c)
+        return g - V @ ((b / (1.0 + b)) * (V.T @ g))
+
+    def _mnorm2(self, c, w) -> float:
+        """``‖w‖²_M``."""
+        if not self.preconditioned:
+            return float(w @ w)
+        t = self.V[:, :-1].T @ w
+        return float(w @ w + self._beta(c) @ (t * t))
 
     # -- one round -----------------------------------------------------------------------
     def step(self, sched) -> dict:
@@ -409,17 +454,17 @@ class NesvmSolver(Solver):
         self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
         self.sgap[c] = (fmu - Dmu) / max(abs(fmu), 1e-300)
         self._true_gap_here = (P - D) / max(abs(P), 1e-300)
-        gsq = float(g @ g)
+        gsq = float(g @ self._minv(c, g))          # ‖g‖² in M's dual norm
         self.fy = np.inf
         # the curvature seen along the sequence (secants between its rounds), and the
         # gradient restart test ⟨g(w^k), w^k − w^{k−1}⟩ > 0 (O'Donoghue and Candès)
         uphill = False
         if self.kk[c] > 0:
             dw = w - self.Wp[:, c]
-            nd = float(np.sqrt(dw @ dw))
+            nd = np.sqrt(self._mnorm2(c, dw))
             if nd > 0:
                 dg = g - self.Gp[:, c]
-                self.sec[c] = max(self.sec[c], float(np.sqrt(dg @ dg)) / nd)
+                self.sec[c] = max(self.sec[c], float(np.sqrt(dg @ self._minv(c, dg))) / nd)
             uphill = float(g @ dw) > 0
         self.Wp[:, c] = w
         self.Gp[:, c] = g
@@ -548,9 +593,9 @@ class NesvmSolver(Solver):
         g = self._g
         k = self.kk[c]
         w = self.W[:, c]
-        y = w - g / Lc
+        y = w - self._minv(c, g) / Lc
         self.S[:, c] += 0.5 * (k + 1) * g
-        z = self.Z[:, c] - self.S[:, c] / Lc
+        z = self.Z[:, c] - self._minv(c, self.S[:, c]) / Lc
         self.Y[:, c] = y
         self.W[:, c] = (2.0 / (k + 3)) * z + ((k + 1.0) / (k + 3)) * y
         self.kk[c] = k + 1
