@@ -210,7 +210,11 @@ def test_homotopy_modes_stop_after_their_last_stage(a9a, mode):
     X, y = a9a
     store = InMemoryStore(X, y, chunk_rows=150)
     kw = {"mu": 5.0} if mode == "none" else {"mu": 1.0, "mu_min": 0.05}
-    _, res = train(store, solver="nesvm", C=1.0, homotopy=mode, **kw)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, res = train(store, solver="nesvm", C=1.0, homotopy=mode, **kw)
+    said = any("smoothed problem of the last stage" in str(w.message) for w in caught)
+    assert said == (res.stop_value > 1e-3)
     assert res.converged
     last = res.history[-1]
     assert last["mu"] == pytest.approx(5.0 if mode == "none" else 0.05)
