@@ -23,6 +23,8 @@ into the gradient, ``F_μ``, the true objective and the duality gap (``solvers/n
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._csr import row_axpys, row_dots, row_dots2, row_inf_sq
@@ -46,7 +48,7 @@ def _clip_u(r, mu, s):
 
 
 @kernel
-def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s):
+def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack):
     """One block of an optimal-gradient round (module doc).
 
     Parameters
@@ -66,6 +68,10 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s):
         Added to: ``Σ C u y x̄``.
     out_s : ndarray of shape (k, N_SUMS)
         Added to (module doc).
+    out_slack : ndarray of shape (k,)
+        Lowered to ``min_i (m_i − 1)/‖x̄_i‖`` at ``W`` (safe screening, spec §4.5: every row
+        of the block has ``m_i > 1`` at any point within that distance of ``W``); ``−inf``
+        for a row of zeros.
     """
     pos, Cp, Cn, mu, B, squared = model
     k = W.shape[1]
@@ -82,11 +88,15 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s):
         s, q = row_inf_sq(X, unit, i)
         if B > s:
             s = B
+        norm = math.sqrt(q + B * B)
         any_u = False
         for c in range(k):
             yc = 1.0 if y[i] == pos[c] else -1.0
             C = Cp[c] if yc > 0 else Cn[c]
             r = 1.0 - yc * (mw[c] + B * W[d, c])
+            slack = -r / norm if norm > 0.0 else -math.inf
+            if slack < out_slack[c]:
+                out_slack[c] = slack
             if squared:
                 u = r
                 h = r * r

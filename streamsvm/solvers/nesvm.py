@@ -109,6 +109,7 @@ _POWER_PASSES = 30       # ... or this many passes (then θ + ‖r‖ is still a
 _STAGE_SHARE = 0.25      # a stage ends once its smoothed gap is below this share of the
                          # smoothing's part of the true gap (or below tol/2)
 _RHO_AUTO = (0.1, 0.5)
+_SCREEN_EVERY = 10       # screening: a full pass refreshes the blocks' bounds this often
 _SHRINK_AFTER = 30       # shrink_l: after this many rounds of a sequence, a restart at
 _SHRINK_SHARE = 4        # 2× the largest secant when L exceeds this many times it   # homotopy="auto": the range of μ's factor per stage
 
@@ -163,6 +164,9 @@ class NesvmSolver(Solver):
         Param("precondition", "bool", True, "lipschitz='power': measure steps in the metric "
               "M = I + sum_j beta_j v_j v_j^T of the 7 largest eigenvectors found, so that L "
               "is set by the 8th eigenvalue instead of the largest (not in the paper)"),
+        Param("screening", "bool", False, "safe screening (hinge): skip the blocks whose "
+              "rows provably all have margin > 1 at both points of a round (spec 4.5); the "
+              "same iterates, fewer rows read"),
         Param("safeguard", "bool", True, "the lagged descent test: double L and restart "
               "when F(y^k) decreased less than the bound promises (spec 5.5a)"),
     )
@@ -187,6 +191,9 @@ class NesvmSolver(Solver):
         return [dataclasses.replace(p, C=C) for C in self.Cs]
 
     def check_store(self, store) -> None:
+        if self.loss == "squared" and self.screening:
+            raise InvalidParameterError("nesvm: screening=True needs loss='hinge': every row "
+                                        "of the squared loss contributes to the gradient")
         if self.loss == "squared" and self.penalty == "l1":
             raise InvalidParameterError("nesvm: penalty='l1' (LP-SVM) goes with loss='hinge'; "
                                         "the least-squares SVM (loss='squared') is l2")
@@ -266,14 +273,19 @@ class NesvmSolver(Solver):
         self.best_v, self.agg_v = np.zeros((D1, K)), np.zeros((D1, K))
         self.best_s, self.best_q, self.agg_s, self.agg_q, self.agg_w = np.zeros((5, K))
         self.done = np.zeros(K, dtype=bool)         # certified at tol, or its last stage solved
-        self.rounds = self.restarts = 0
+        self.rounds = self.restarts = self.screened = 0
+        # safe screening (spec §4.5): per block and model, min (m_i − 1)/‖x̄_i‖ at Wref
+        nb = sched.n_blocks if self.screening else 0
+        self.delta = np.full((nb, K), -np.inf)
+        self.Wref = np.zeros((D1, K)) if self.screening else np.zeros((0, K))
+        self.ref_age = np.zeros(1, dtype=np.int64)
         self.n_sv = 0
 
     state_arrays = ("lam", "stats", "V", "theta", "W", "Z", "S", "Y", "kk", "mu_h", "mu1", "stage",
                     "lmult", "prev", "mu_star", "Wbest", "primal", "dual", "gap", "sgap",
                     "done", "best_v", "agg_v", "best_s", "best_q", "agg_s", "agg_q", "agg_w",
-                    "Wp", "Gp", "sec")
-    state_values = ("power_passes", "power_theta", "rounds", "restarts", "n_sv")
+                    "Wp", "Gp", "sec", "delta", "Wref", "ref_age")
+    state_values = ("power_passes", "power_theta", "rounds", "restarts", "n_sv", "screened")
 
     @property
     def n_iter(self) -> int:
@@ -394,7 +406,7 @@ class NesvmSolver(Solver):
             return self._lipschitz_pass(sched)
         live = ~self.done
         two = bool((self.kk[live] > 0).any())
-        sums, G = self._pass(sched, two)
+        sums, G = self._pass(sched, two, screen=True)
         self.rounds += 1
         L = self._L()
         for c in np.flatnonzero(live):
@@ -420,14 +432,42 @@ class NesvmSolver(Solver):
                 self._absorb(c, sums[c], G[:, c], False, np.inf)
         return self._entry("check")
 
-    def _pass(self, sched, two: bool):
+    def _pass(self, sched, two: bool, screen: bool = False):
         K = self.k
         mu = np.where(self.mu_h > 0, self.mu_h, 0.0)
         model = (self.pos, self.Cp, self.Cn, mu, float(self.bias), self.sq)
         acc = {"G": Accumulator((self.d1, K)), "s": Accumulator((K, N_SUMS))}
+        active = None
+        if screen and self.screening:
+            active = self._screen(two)
+            if active is None:                        # a full pass refreshes the bounds
+                acc["slack"] = Accumulator((sched.n_blocks, K), op="min")
         res = sched.map_reduce(_round_block, args=(self.W, self.Y, two, model, self.unit),
-                               acc=acc)
+                               acc=acc, active=active)
+        if "slack" in res:
+            self.delta[...] = res["slack"]
+            self.Wref[...] = self.W
+            self.ref_age[0] = 0
         return res["s"], res["G"]
+
+    def _screen(self, two: bool):
+        """The blocks this round must read (spec §4.5), or None for a full pass that
+        refreshes the per-block bounds at the current point (the first, and every
+        ``_SCREEN_EVERY``-th round, and whenever a stage changed ``μ``): a block is
+        skipped when, for every model still training, both points of the round (``w`` and
+        ``y``) lie within its bound ``min_i (m_i − 1)/‖x̄_i‖`` of the reference point —
+        then every row has ``m_i > 1``: ``u_i = 0``, nothing to add."""
+        self.ref_age[0] += 1
+        if self.ref_age[0] > _SCREEN_EVERY or not np.isfinite(self.delta).any():
+            return None
+        live = ~self.done
+        dist = np.sqrt(((self.W - self.Wref) ** 2).sum(axis=0))
+        if two:
+            moved = np.sqrt(((self.Y - self.Wref) ** 2).sum(axis=0))
+            dist = np.where(self.kk > 0, np.maximum(dist, moved), dist)
+        skip = (self.delta[:, live] > dist[live][None, :]).all(axis=1)
+        self.screened += int(skip.sum())
+        return ~skip
 
     def _reg(self, w: np.ndarray, smooth: bool, c: int) -> float:
         if not self.l1:
@@ -609,6 +649,7 @@ class NesvmSolver(Solver):
         self.mu_h[c] = new
         self.mu1[c] *= factor
         self.stage[c] += 1
+        self.delta[:] = -np.inf              # the bounds were for the last stage's points
         if not self.shrink_l:
             self.lmult[c] = 1.0
         self._restart(c)
@@ -637,10 +678,14 @@ class NesvmSolver(Solver):
 
 
 def _round_block(block, views, args, acc) -> None:
-    """One block of a round (``map_reduce`` kernel): :func:`nesvm_rows`."""
+    """One block of a round (``map_reduce`` kernel): :func:`nesvm_rows`, and the block's
+    screening slack at ``W`` per model (``acc["slack"][block id]``)."""
     W, Y, two, model, unit = args
+    slack = np.full(W.shape[1], np.inf)
     nesvm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, Y, two,
-               np.empty((3, W.shape[1])), acc["G"], acc["s"])
+               np.empty((3, W.shape[1])), acc["G"], acc["s"], slack)
+    if "slack" in acc:
+        np.minimum(acc["slack"][block.id], slack, out=acc["slack"][block.id])
 
 
 def _power_block(block, views, args, acc) -> None:

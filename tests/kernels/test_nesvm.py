@@ -67,11 +67,18 @@ def test_fused_pass_matches_dense(unit, squared, B):
     mu = np.array([0.7, 0.05, 3.0])
     W = rng.normal(size=(d + 1, 3)) * 0.3
     V = rng.normal(size=(d + 1, 3)) * 0.3
-    out_s, out_G = np.zeros((3, N_SUMS)), np.zeros((d + 1, 3))
+    out_s, out_G, slack = np.zeros((3, N_SUMS)), np.zeros((d + 1, 3)), np.full(3, np.inf)
     data = np.zeros(0) if unit else X.data
     nesvm_rows((X.indptr, X.indices, data), unit, y, (pos, Cp, Cn, mu, B, squared), W, V, True,
-               np.empty((3, 3)), out_G, out_s)
+               np.empty((3, 3)), out_G, out_s, slack)
     want, G = _dense_sums(X, y, pos, Cp, Cn, mu, B, W, V, squared)
+    Xd = np.hstack([X.toarray(), np.full((n, 1), B)])
+    norms = np.sqrt((Xd ** 2).sum(axis=1))
+    for c in range(3):
+        m = np.where(y == pos[c], 1.0, -1.0) * (Xd @ W[:, c])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want_slack = np.where(norms > 0, (m - 1) / norms, -np.inf).min()
+        assert slack[c] == pytest.approx(want_slack, rel=1e-12)
     np.testing.assert_allclose(out_s, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out_G, G, rtol=1e-12, atol=1e-12)
 
@@ -89,7 +96,7 @@ def test_smoothed_hinge_bounds_and_gradient():
     def f(w):
         s, G = np.zeros((1, N_SUMS)), np.zeros((9, 1))
         nesvm_rows((X.indptr, X.indices, X.data), False, y, model, np.ascontiguousarray(w), w,
-                   False, np.empty((3, 1)), G, s)
+                   False, np.empty((3, 1)), G, s, np.full(1, np.inf))
         return s[0], G[:, 0]
     s, G = f(w)
     Xd = np.hstack([X.toarray(), np.ones((60, 1))])
