@@ -87,3 +87,24 @@ def test_s3_output_that_is_or_holds_an_input_is_refused(s3):
         with pytest.raises(InvalidParameterError, match="destroyed"):
             convert(f"{bucket}/d/*.svm", out, overwrite=True, storage_options=opts)
     assert fs.cat(f"{bucket}/d/t.svm") == b"1 1:1\n-1 2:1\n"
+
+
+def test_nesvm_caches_its_lipschitz_constant_in_an_s3_store(s3):
+    """The derived-values cache (io/_derived.py) on an object store: written by the first
+    run (attributes and the side array), read by the second, which spends no pass on it."""
+    import warnings
+
+    from streamsvm._train import train
+    from streamsvm.exceptions import ConvergenceWarning
+    bucket, opts = s3
+    convert(str(shared_dataset("dna/dna.scale")), f"{bucket}/dna.zarr", chunk_rows=500,
+            storage_options=opts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        store = ss.open_store(f"{bucket}/dna.zarr", storage_options=opts)
+        _, first = train(store, solver="nesvm", C=0.1, max_passes=60)
+        again = ss.open_store(f"{bucket}/dna.zarr", storage_options=opts)
+        _, second = train(again, solver="nesvm", C=0.1, max_passes=60)
+    power = [h["kind"] for h in first.history].count("lipschitz")
+    assert power > 0 and [h["kind"] for h in second.history].count("lipschitz") == 0
+    assert ss.io.verify_store(f"{bucket}/dna.zarr", storage_options=opts)["ok"]
