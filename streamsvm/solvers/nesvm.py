@@ -410,13 +410,13 @@ class NesvmSolver(Solver):
         self.rounds += 1
         L = self._L()
         for c in np.flatnonzero(live):
-            f, gsq = self._absorb(c, sums[c], G[:, c], two and self.kk[c] > 0, L[c])
+            rd = self._absorb(c, sums[c], G[:, c], two and self.kk[c] > 0, L[c])
             if self.done[c]:
                 continue
-            if self._stage_over(c):
-                self._next_stage(c)
+            if self._stage_over(c, rd):
+                self._next_stage(c, rd)
                 continue
-            self._advance(c, self._L()[c], f, gsq)     # (L doubled by a failed test)
+            self._advance(c, self._L()[c], rd)     # (L doubled by a failed test)
         if self.done.all() and self.gap.max() > self.tol:
             warnings.warn(f"nesvm: the smoothed problem of the last stage is solved (mu="
                           f"{self.mu_h.max():.3g}), but the hinge problem's relative gap is "
@@ -480,7 +480,7 @@ class NesvmSolver(Solver):
 
     def _absorb(self, c, s, Gc, two, Lc):
         """The round's numbers of model ``c``: the certificate at ``w`` (and ``y``), the
-        safeguard's test; returns ``(F_μ(w), ‖g‖²)`` and leaves the gradient in ``self._g``."""
+        safeguard's test; returns the round's :class:`_Round` for the steps that follow."""
         w = self.W[:, c]
         fmu = self._reg(w, True, c) + s[0]
         P = self._reg(w, False, c) + s[1]
@@ -499,7 +499,6 @@ class NesvmSolver(Solver):
             Dmu = D - 0.5 * self.mu_h[c] * s[3]
         if not self.bias:
             g[-1] = 0.0
-        self._g = g
         self.n_sv = int(s[5])
         if self.mu_star[c] == 0 and not self.sq:
             self._set_mu_star(c, P)
@@ -519,9 +518,8 @@ class NesvmSolver(Solver):
         self.dual[c] = self._dual_points(c, point, float(self.kk[c] + 1) / 2.0)
         self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
         self.sgap[c] = (fmu - Dmu) / max(abs(fmu), 1e-300)
-        self._true_gap_here = (P - D) / max(abs(P), 1e-300)
         gsq = float(g @ self._minv(c, g))          # ‖g‖² in M's dual norm
-        self.fy = np.inf
+        fy = np.inf
         # the curvature seen along the sequence (secants between its rounds), and the
         # gradient restart test ⟨g(w^k), w^k − w^{k−1}⟩ > 0 (O'Donoghue and Candès)
         uphill = False
@@ -546,7 +544,6 @@ class NesvmSolver(Solver):
         elif two:
             fy = self._reg(self.Y[:, c], True, c) + s[6]
             f0, g0, fy0 = self.prev[c]
-            self.fy = fy
             if self.safeguard and fy > f0 - g0 / (2.0 * Lc) + 1e-12 * abs(f0):
                 self.lmult[c] *= 2.0
                 self.restarts += 1
@@ -556,7 +553,7 @@ class NesvmSolver(Solver):
             elif self.restart and fy > fy0:
                 self.restarts += 1
                 self._restart(c, shrink=self.shrink_l)
-        return fmu, gsq
+        return _Round(g, fmu, gsq, fy, (P - D) / max(abs(P), 1e-300))
 
     def _dual_value(self, v, sa, q) -> float:
         if self.l1:
@@ -616,7 +613,7 @@ class NesvmSolver(Solver):
         self.kk[c] = 0
         self.agg_w[c] = 0.0
 
-    def _stage_over(self, c) -> bool:
+    def _stage_over(self, c, rd) -> bool:
         """Whether the stage's smoothed problem is solved well enough: to ``tol`` at the last
         stage (``homotopy="none"``, or ``μ*`` reached), loosely before (module doc)."""
         if self.sq:
@@ -625,10 +622,10 @@ class NesvmSolver(Solver):
                                            self.mu_h[c] <= self.mu_star[c] * (1 + 1e-12))
         if last:
             return self.sgap[c] <= self.tol
-        smooth_part = max(self._true_gap_here - self.sgap[c], 0.0)
+        smooth_part = max(rd.true_gap - self.sgap[c], 0.0)
         return self.sgap[c] <= max(0.5 * self.tol, _STAGE_SHARE * smooth_part)
 
-    def _next_stage(self, c) -> None:
+    def _next_stage(self, c, rd) -> None:
         """μ (and μ₁) of the next stage; the last stage solved ends the model's run."""
         mode = self.homotopy
         mu = self.mu_h[c]
@@ -636,7 +633,7 @@ class NesvmSolver(Solver):
             self.done[c] = True
             return
         if mode == "auto":
-            smooth_part = max(self._true_gap_here - self.sgap[c], 1e-300)
+            smooth_part = max(rd.true_gap - self.sgap[c], 1e-300)
             new = mu * float(np.clip(0.5 * self.tol / smooth_part, *_RHO_AUTO))
         else:
             if mu <= self.mu_star[c] * (1 + 1e-12):
@@ -655,9 +652,9 @@ class NesvmSolver(Solver):
         self._restart(c)
         log.info("nesvm: model %d: stage %d, mu %.3g", c, self.stage[c], new)
 
-    def _advance(self, c, Lc, f, gsq) -> None:
-        """Steps 3–4 of Algorithm 1 (spec §3.1) from the gradient ``self._g``."""
-        g = self._g
+    def _advance(self, c, Lc, rd) -> None:
+        """Steps 3–4 of Algorithm 1 (spec §3.1) from the round's gradient."""
+        g = rd.g
         k = self.kk[c]
         w = self.W[:, c]
         y = w - self._minv(c, g) / Lc
@@ -666,7 +663,7 @@ class NesvmSolver(Solver):
         self.Y[:, c] = y
         self.W[:, c] = (2.0 / (k + 3)) * z + ((k + 1.0) / (k + 3)) * y
         self.kk[c] = k + 1
-        self.prev[c] = (f, gsq, self.fy)
+        self.prev[c] = (rd.fmu, rd.gsq, rd.fy)
 
     def _entry(self, kind) -> dict:
         return {"kind": kind, "primal": float(self.primal.sum()), "dual": float(self.dual.sum()),
@@ -675,6 +672,19 @@ class NesvmSolver(Solver):
                 "lipschitz": float(self._L().max()) if np.isfinite(self.lam[0]) else 0.0,
                 "smoothed_gap": float(self.sgap.max()),
                 "stop": bool(self.done.all())}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Round:
+    """What a round measured for one model: the gradient at ``w``, ``F_μ(w)``, ``‖g‖²`` (in
+    ``M``'s dual norm), ``F_μ(y)`` (inf when ``y`` was not evaluated) and the true relative
+    gap at ``w``."""
+
+    g: np.ndarray
+    fmu: float
+    gsq: float
+    fy: float
+    true_gap: float
 
 
 def _round_block(block, views, args, acc) -> None:
