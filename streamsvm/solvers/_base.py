@@ -28,7 +28,7 @@ import numpy as np
 from ..exceptions import InvalidParameterError
 
 __all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARAMS", "C_PARAM",
-           "BIAS_PARAM", "CLASS_WEIGHT_PARAM"]
+           "BIAS_PARAM", "CLASS_WEIGHT_PARAM", "SVC_LOSS_PARAM"]
 
 SOLVERS: dict[str, type] = {}
 
@@ -184,6 +184,8 @@ C_PARAM = Param("C", "float", 1.0, "cost of each row's loss (LIBLINEAR -c)", low
                 low_open=True, flag="-C")
 BIAS_PARAM = Param("bias", "float", 1.0, "value of the constant bias feature (LIBLINEAR -B); "
                    "0 for no bias", low=0.0)
+SVC_LOSS_PARAM = Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1, "
+                       "hinge = -s 3", choices=("hinge", "squared_hinge"))
 CLASS_WEIGHT_PARAM = Param("class_weight", "class_weight", None, "per-class multiplier of C "
                            "(LIBLINEAR -wi), or 'balanced'")
 

@@ -51,11 +51,11 @@ from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_group, avsf_mas
                              avsf_shuffle, avsf_visits)
 from ..exceptions import InvalidParameterError
 from ..kernels._dcd import dcd_check, dcd_estimate
-from ..problem import LOSSES, Problem
+from ..problem import Problem
 from ..schedule import Accumulator, chunk_groups
 from .dcd import _fold_stats
-from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
-                    register)
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
+                    Param, Solver, register)
 
 __all__ = ["AVSFSolver"]
 
@@ -74,8 +74,7 @@ class AVSFSolver(Solver):
                "rows kept in RAM; fastest at large C")
     params = (
         C_PARAM,
-        Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1, "
-              "hinge = -s 3 (the paper's)", choices=LOSSES),
+        SVC_LOSS_PARAM,
         BIAS_PARAM,
         *COMMON_PARAMS,
         CLASS_WEIGHT_PARAM,

@@ -50,10 +50,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels._dcd import dcd_check, dcd_estimate, dcd_sweep, dcd_terms_add
-from ..problem import LOSSES, Problem
+from ..problem import Problem
 from ..schedule import Accumulator
-from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
-                    register)
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
+                    Param, Solver, register)
 from ._dcd_ram import PerClass, RamSlab
 
 __all__ = ["DCDSolver"]
@@ -66,8 +66,7 @@ class DCDSolver(Solver):
                "the active rows go to a disk slab and then to RAM")
     params = (
         C_PARAM,
-        Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1, "
-              "hinge = -s 3", choices=LOSSES),
+        SVC_LOSS_PARAM,
         BIAS_PARAM,
         *COMMON_PARAMS,
         CLASS_WEIGHT_PARAM,

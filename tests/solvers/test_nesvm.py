@@ -243,6 +243,8 @@ def test_errors():
     X, y = np.eye(4), np.array([0, 1, 0, 1])
     with pytest.raises(InvalidParameterError, match="loss='hinge'"):
         train(InMemoryStore(X, y), solver="nesvm", loss="squared", penalty="l1")
+    with pytest.raises(InvalidParameterError, match="'loss'"):       # nesvm's loss only
+        train(InMemoryStore(X, y), solver="dcd", loss="squared")
     with pytest.raises(InvalidParameterError, match="Eq. 56"):
         train(InMemoryStore(X, y), solver="nesvm", loss="squared", lipschitz="paper")
 
