@@ -7,8 +7,9 @@ module. The library's convention (LIBLINEAR's)::
 
     P(W) = Σ_c [ ½‖w_c‖² + ρ‖w_c‖₁ + ½b_c² ] + Σ_i Σ_c C_ic loss(y_ic (w_cᵀx_i + B·b_c))
 
-with ``loss(m)`` the hinge ``max(0, 1 − m)``, the squared hinge ``max(0, 1 − m)²`` or the
-squared residual ``(1 − m)²`` (LS-SVM). Without the ℓ2 term (``l2=0``, LP-SVM: ``ρ‖w‖₁``
+with ``loss(m)`` the hinge ``max(0, 1 − m)``, the squared hinge ``max(0, 1 − m)²``, the
+``p``-th power hinge ``max(0, 1 − m)^p`` (``power_hinge``, ``p = power ≥ 1``) or the squared
+residual ``(1 − m)²`` (LS-SVM). Without the ℓ2 term (``l2=0``, LP-SVM: ``ρ‖w‖₁``
 alone) a regularized bias is in the ℓ1 term, ``ρ|b_c|``.
 
 with ``b_c`` a regularized constant feature of value ``B`` (``bias_mode="regularized"``),
@@ -28,7 +29,7 @@ from .exceptions import InvalidParameterError
 
 __all__ = ["Problem", "LOSSES", "class_costs"]
 
-LOSSES = ("hinge", "squared_hinge", "squared")
+LOSSES = ("hinge", "squared_hinge", "squared", "power_hinge")
 LAYOUTS = ("binary", "ovr", "joint")
 BIAS_MODES = ("regularized", "free", "none")
 
@@ -39,7 +40,7 @@ class Problem:
 
     Attributes
     ----------
-    loss : {"hinge", "squared_hinge", "squared"}
+    loss : {"hinge", "squared_hinge", "squared", "power_hinge"}
     C : float or None
         Cost of each row's loss (None: unknown, e.g. a model read from LIBLINEAR's format).
     class_weight : dict, "balanced" or None
@@ -51,6 +52,8 @@ class Problem:
         Weight ``ρ`` of ``‖w‖₁`` (0: ℓ2 only).
     l2 : float
         Weight of ``½‖w‖²`` (1, or 0 for ``ρ‖w‖₁`` alone).
+    power : float
+        The power ``p ≥ 1`` of ``loss="power_hinge"`` (ignored by the other losses).
     layout : {"binary", "ovr", "joint"}
         One model; one model per class (one-vs-rest); one joint multiclass model.
     """
@@ -63,6 +66,7 @@ class Problem:
     l1: float = 0.0
     layout: str = "binary"
     l2: float = 1.0
+    power: float = 1.0
 
     def __post_init__(self):
         for name, value, allowed in (("loss", self.loss, LOSSES), ("layout", self.layout, LAYOUTS),
@@ -70,6 +74,9 @@ class Problem:
             if value not in allowed:
                 raise InvalidParameterError(f"The {name!r} of a Problem must be one of "
                                             f"{allowed}. Got {value!r} instead.")
+        if not (isinstance(self.power, (int, float)) and self.power >= 1.0):
+            raise InvalidParameterError(f"The 'power' of a Problem must be a float in the "
+                                        f"range [1.0, inf). Got {self.power!r} instead.")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -138,6 +145,8 @@ class Problem:
         xi = 1.0 - y * scores if self.loss == "squared" else np.maximum(0.0, 1.0 - y * scores)
         if self.loss in ("squared_hinge", "squared"):
             xi = xi * xi
+        elif self.loss == "power_hinge" and self.power != 1.0:
+            xi = xi ** self.power
         return float((np.where(pos, Cp[None, :], Cn[None, :]) * xi).sum())
 
 

@@ -1,0 +1,465 @@
+"""``alm``: the augmented-Lagrangian (ADMM) primal SVM of paper 004 (Nie, Huang, Wang,
+Huang, ICML 2014; spec_004, which reconstructs the lost equations and corrects the paper).
+
+Problem (spec §1, ``C_i`` the row's cost with class weights, ``p ≥ 1``)::
+
+    min_{w,b}  ½‖w‖² + Σ_i C_i max(0, 1 − y_i (w·x_i + b))^p
+
+with ``b`` a free (unregularized) intercept — the paper's — or, with ``free_bias=False``, a
+regularized constant feature of value ``B`` (LIBLINEAR's ``-B``; ``bias=0``: none).
+``loss="hinge"`` is p = 1, ``"squared_hinge"`` p = 2, ``loss_power`` any p ≥ 1.
+
+Method (spec §2.7, two-block ADMM on ``Ā w̄ + e = y``, ``Ā`` the rows with the bias column):
+with ``t = y − o − λ/μ`` (``o = Ā w̄``), ``e = prox(t)`` per row (closed form for p = 1, 2,
+safeguarded Newton otherwise, Eq. 11 with its missing ``y_i``), ``z = y − e − λ/μ``, then
+``w̄`` minimizes the ridge problem ``μ⁻¹ w̄ᵀ D w̄ + ‖Ā w̄ − z‖²`` (``D`` = 1 on the regularized
+coordinates), then ``λ += μ (Ā w̄ − y + e)`` (Eq. 9). λ and e are per-row state of the
+scheduler; the λ update is deferred to the next pass, which recomputes ``o`` anyway (spec
+§3.2). The ridge problem is solved by
+
+* ``inner="gram"``: exactly (the paper's Algorithm 1), by Cholesky on ``ĀᵀĀ + D/μ``: the
+  Gram matrix ``ĀᵀĀ`` is accumulated during the first pass (a (d+1)² accumulator of the
+  scheduler), the factor is recomputed only when μ changes; one pass per iteration;
+* ``inner="cg"``: ``cg_steps`` conjugate-gradient steps warm-started at the current point,
+  Jacobi-preconditioned (``precondition``), one pass each: ``1 + cg_steps`` passes per
+  iteration. One unpreconditioned step is the paper's Algorithm 2 (Eqs. 16, 18);
+* ``"auto"``: ``gram`` when ``n_features + 1 ≤ max_gram`` (practical mode), else ``cg``.
+
+Defaults (spec §4.3, from its measurements): ``mode="practical"``: ``μ = 0.1·C`` constant,
+``w₀ = 0``, the best evaluated point returned, stop on the certificate. ``mode="paper"``:
+``μ`` and ``ρ`` required (the paper gives neither), ``μ_{k+1} = min(ρ μ_k, mu_max)``,
+``w₀ = 1``, Algorithm 2 (one gradient step) unless ``inner="gram"``, at most ``max_iter``
+iterations, stop when ``‖∇_w obj‖ ≤ gtol`` (absolute) or the objective changed less than
+1e-4 (relative), the last evaluated point returned. ``balance`` (off by default): residual
+balancing (Boyd et al. §3.4.1): ``μ`` doubles when ``‖R‖ > 10 μ‖Δo‖``, halves when ``μ‖Δo‖ >
+10 ‖R‖``, at most 50 changes.
+
+Certificate (spec §1.1, for every p): the multipliers give ``α = −y λ``, clipped to ``[0, C]``
+(p = 1) or ``[0, ∞)``; with a free bias each side of the labels is scaled so that ``Σ α y =
+0``, and the common scale ``t`` maximizes the dual ``Σ α − Σ ψ*(α) − ½‖Σ α y x̄‖²``
+(``ψ*(α) = (p−1) C (α/(pC))^{p/(p−1)}``, the loss's conjugate; a 1-D concave problem) — a dual
+bound from the same pass as the objective at the same iterate. A second point, projected the
+same way, comes from the primal: ``α = p C ξ^{p−1}`` (p > 1, optimal at the optimum), or for
+p = 1 ``C`` where ``ξ > 0.1``, 0 where ``ξ < −0.1`` and the multipliers' in between. The reported gap is
+``(P_best − D_best)/P_best``, exact, so the driver stops on ``tol`` as for every solver. Each
+iteration also reports the primal residual ``‖R‖/√n``, the dual residual ``μ‖Δo‖/√n`` and the
+relative objective change.
+
+Passes: ``kind="admm"`` entries, one outer iteration each (1 pass with ``gram``, ``1 +
+cg_steps`` with ``cg``). One-vs-rest classes share every pass (λ and e are n × k).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import scipy.linalg
+
+from ..exceptions import InvalidParameterError
+from ..kernels._alm import N_SUMS, alm_cg, alm_rows
+from ..problem import Problem
+from ..schedule import Accumulator
+from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, SVC_LOSS_PARAM, Param, Solver,
+                    register)
+
+__all__ = ["AlmSolver"]
+
+_BALANCE_RATIO = 10.0    # residual balancing: change μ when one residual is 10× the other
+_BALANCE_CHANGES = 50    # ... at most this many times (ADMM converges for eventually fixed μ)
+_PAPER_OBJ_CHANGE = 1e-4  # the paper's objective-change rule (relative)
+_BAND = 0.1              # p = 1: the second dual point's margin band (module doc)
+
+
+@register("alm")
+class AlmSolver(Solver):
+    """Augmented-Lagrangian (ADMM) primal SVM (module doc)."""
+
+    summary = ("ADMM on the primal L1, L2 or Lp-loss SVM with a free intercept (paper 004): "
+               "closed-form per-row updates and a ridge subproblem solved exactly from the Gram "
+               "matrix (one pass per iteration, few features) or by conjugate gradients; a "
+               "duality gap from the multipliers")
+    state_version = 1
+    params = (
+        C_PARAM,
+        SVC_LOSS_PARAM,
+        Param("loss_power", "float", None, "the Lp loss max(0, 1 - y w.x)^P for any P >= 1; "
+              "replaces loss (1 = hinge, 2 = squared_hinge)", low=1.0, flag="--loss-power"),
+        BIAS_PARAM,
+        Param("free_bias", "bool", True, "an unregularized intercept (the paper's); False: "
+              "the regularized constant feature of LIBLINEAR -B"),
+        Param("tol", "float", 1e-3, "stop when the relative duality gap is at most tol",
+              low=0.0, low_open=True),
+        Param("max_passes", "float", 3000.0, "stop after this many passes over the data, "
+              "with a ConvergenceWarning", low=0.0, low_open=True),
+        CLASS_WEIGHT_PARAM,
+        Param("mode", "choice", "practical", "practical: the spec's defaults (mu = 0.1*C, "
+              "w0 = 0, stop on the duality gap); paper: the paper's Algorithm 2 (w0 = 1, one "
+              "gradient step, its stopping rules; needs mu and rho)",
+              choices=("practical", "paper")),
+        Param("inner", "choice", "auto", "the ridge subproblem: gram (exact, Cholesky on the "
+              "Gram matrix, 1 pass per iteration), cg (cg_steps conjugate-gradient passes), "
+              "auto: gram when n_features + 1 <= max_gram (paper mode: cg with 1 step)",
+              choices=("auto", "gram", "cg")),
+        Param("cg_steps", "int", 3, "inner='cg': conjugate-gradient steps (passes) per "
+              "iteration (1 = the paper's single gradient step)", low=1, high=1000),
+        Param("max_gram", "int", 4096, "inner='auto': the most n_features + 1 for the Gram "
+              "path (it holds two (n_features + 1)^2 float64 matrices)", low=1),
+        Param("mu", "float", None, "the penalty mu (default 0.1*C; required in paper mode)",
+              low=0.0, low_open=True),
+        Param("rho", "float", None, "mu's growth per iteration, mu <- min(rho*mu, mu_max) "
+              "(default 1: constant; required in paper mode)", low=1.0),
+        Param("mu_max", "float", 1e5, "the cap on mu (the paper's 1e5)", low=0.0,
+              low_open=True),
+        Param("balance", "bool", False, "residual balancing: double mu when the primal "
+              "residual is 10x the dual one, halve it in the opposite case, at most 50 times "
+              "(not in the paper)"),
+        Param("w0", "choice", "auto", "the starting point: zeros, ones (the paper's literal "
+              "w = 1), auto: zeros (practical), ones (paper)", choices=("auto", "zeros", "ones")),
+        Param("precondition", "bool", True, "inner='cg': Jacobi preconditioner diag(X^T X) + "
+              "1/mu (not in paper mode)"),
+        Param("gtol", "float", 0.01, "paper mode: stop when ||grad_w obj|| <= gtol "
+              "(absolute, as printed)", low=0.0, low_open=True),
+        Param("max_iter", "int", 100, "paper mode: stop after this many iterations (the "
+              "paper's 100)", low=1),
+    )
+
+    history_extras = ("mu", "primal_residual", "dual_residual", "objective_change")
+
+    # -- the problem -----------------------------------------------------------------
+    @property
+    def power(self) -> float:
+        if self.loss_power is not None:
+            return float(self.loss_power)
+        return 1.0 if self.loss == "hinge" else 2.0
+
+    def problem(self, store) -> Problem:
+        p = self.power
+        loss = "hinge" if p == 1.0 else "squared_hinge" if p == 2.0 else "power_hinge"
+        mode = "none" if not self.bias else "free" if self.free_bias else "regularized"
+        return Problem(loss=loss, C=self.C, class_weight=self.class_weight, bias=self.bias,
+                       bias_mode=mode, layout="binary" if store.task == "binary" else "ovr",
+                       power=p)
+
+    def check_store(self, store) -> None:
+        if self.free_bias and not self.bias:
+            raise InvalidParameterError("alm: free_bias=True needs a bias feature: bias must "
+                                        "be > 0 (or free_bias=False with bias=0 for no "
+                                        "intercept)")
+        if self.mode == "paper" and (self.mu is None or self.rho is None):
+            raise InvalidParameterError(
+                "alm: mode='paper' needs mu and rho: the paper gives no first penalty mu_1 and "
+                "no growth factor (spec_004 §6 item 10); e.g. mu=0.1, rho=1")
+        if self.inner == "gram":
+            D1 = store.n_features + 1
+            if D1 > max(self.max_gram, 1):
+                raise InvalidParameterError(
+                    f"alm: inner='gram' holds two ({D1} x {D1}) float64 matrices "
+                    f"({2 * 8 * D1 * D1 / 1e6:.0f} MB) for {store.n_features} features, more "
+                    f"than max_gram={self.max_gram} allows; raise max_gram or use inner='cg'")
+
+    # -- setup -------------------------------------------------------------------------
+    def start(self, sched) -> None:
+        store = sched.store
+        self.m = 1 if store.task == "binary" else len(store.classes)
+        K = self.k = self.m
+        D1 = self.d1 = sched.n_features + 1
+        self.p = self.power
+        self.paper = self.mode == "paper"
+        self.gram = self.inner == "gram" or (self.inner == "auto" and not self.paper and
+                                             D1 <= self.max_gram)
+        self.steps = 1 if self.paper and self.inner == "auto" else self.cg_steps
+        self.jacobi = self.precondition and not self.paper and not self.gram
+        self.free = bool(self.free_bias and self.bias)
+        sched.check_budget("alm", {
+            "the models, gradients and dual sums": 8 * D1 * K * 9,
+            "the Gram matrix and its factor": 2 * 8 * D1 * D1 if self.gram else 0})
+        prob = self.problem(store).resolved(store.classes, store.label_counts)
+        self.Cp, self.Cn = prob.costs(store.classes, store.label_counts)
+        self.pos = np.ones(K) if self.m == 1 else np.arange(self.m, dtype=np.float64)
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.n_rows = sched.n_rows
+        # D: 1 on the regularized coordinates (the bias: 0 when free; unused when B = 0)
+        self.reg = np.ones(D1)
+        self.reg[-1] = 0.0 if self.free else 1.0
+        self.lam = sched.state("alm.lam", np.float64, width=K)
+        self.e = sched.state("alm.e", np.float64, width=K)
+        ones = self.w0 == "ones" or (self.w0 == "auto" and self.paper)
+        self.W = np.zeros((D1, K))
+        if ones:
+            self.W[:-1] = 1.0
+        self.Wcert = self.W.copy()                  # the point returned (module doc)
+        mu = self.mu if self.mu is not None else 0.1 * self.C
+        self.mus = np.array([mu, min(mu, self.mu_max)])   # μ_old, μ_new (module doc)
+        self.primal = np.full(K, np.inf)
+        self.dual = np.full(K, -np.inf)
+        self.gap = np.full(K, np.inf)
+        self.last = np.full(K, np.nan)              # the objective at the last evaluation
+        self.dq = np.zeros(K)                       # ‖Δo‖² of the last (w, b) update
+        self.H0 = np.zeros((D1, D1) if self.gram else (0, 0))
+        self.colsq = np.zeros(D1 if self.jacobi else 0)
+        self.iters = 0
+        self.changes = 0                            # residual balancing's μ changes
+        self.n_sv = 0
+        self._factor = None                         # (μ, Cholesky factor), not saved
+
+    state_arrays = ("W", "Wcert", "mus", "primal", "dual", "gap", "last", "dq", "H0", "colsq")
+    state_values = ("iters", "changes", "n_sv")
+
+    @property
+    def n_iter(self) -> int:
+        return self.iters
+
+    def coef(self):
+        return self.Wcert[:-1].T.copy(), self.Wcert[-1] * self.bias
+
+    # -- one iteration -------------------------------------------------------------------
+    def step(self, sched) -> dict:
+        s, G, V, gobj = self._pass(sched)
+        stop, gnorm, change = self._absorb(s, V, gobj)
+        entry = self._entry(s, change)
+        self.iters += 1
+        if self.paper:
+            rule = None
+            if (gnorm <= self.gtol).all():
+                rule = f"||grad_w obj|| = {gnorm.max():.3g} <= gtol={self.gtol:g}"
+            elif self.iters > 1 and (change <= _PAPER_OBJ_CHANGE).all():
+                rule = f"objective change {change.max():.3g} <= {_PAPER_OBJ_CHANGE:g}"
+            elif self.iters >= self.max_iter:
+                rule = f"max_iter={self.max_iter} iterations"
+            if rule is not None:
+                if self.gap.max() > self.tol:
+                    warnings.warn(f"alm (paper mode) stopped by the paper's rule ({rule}) with "
+                                  f"relative duality gap {self.gap.max():.3g} > tol="
+                                  f"{self.tol:g}", UserWarning, stacklevel=2)
+                entry["stop"] = True
+                return entry
+        elif stop:
+            return entry
+        # the (w, b) step, then μ for the next iteration
+        mu = self.mus[1]
+        Wn = self._solve_gram(G, mu) if self.gram else self._cg(sched, G, mu)
+        self.W[...] = Wn
+        self._next_mu(s)
+        return entry
+
+    def final_check(self, sched) -> dict:
+        # every iteration's certificate is exact (of the point returned): nothing to add
+        return {"kind": "check", "primal": float(self.primal.sum()),
+                "dual": float(self.dual.sum()), "gap": float(self.gap.max()), "exact": True,
+                "active": self.n_sv, "mu": float(self.mus[1]), "primal_residual": np.nan,
+                "dual_residual": np.nan, "objective_change": np.nan}
+
+    def _pass(self, sched):
+        """Pass A (spec §3.2): λ's deferred update, the objective and dual sums at ``W``,
+        the e-update and the ridge subproblem's data, all in one read."""
+        K, D1 = self.k, self.d1
+        first = self.iters == 0
+        want_H = self.gram and first
+        want_colsq = self.jacobi and first
+        acc = {"G": Accumulator((D1, K)), "V": Accumulator((D1, 4 * K)),
+               "s": Accumulator((K, N_SUMS))}
+        if self.paper:
+            acc["gobj"] = Accumulator((D1, K))
+        if want_colsq:
+            acc["colsq"] = Accumulator(D1)
+        if want_H:
+            acc["H"] = Accumulator((D1, D1))
+        model = (self.pos, self.Cp, self.Cn, float(self.bias), float(self.p), _BAND)
+        mus = (float(self.mus[0]), float(self.mus[1]))
+        flags = (first, self.gram, self.paper, want_colsq, want_H)
+        res = sched.map_reduce(_rows_block, args=(self.W, model, mus, flags, self.unit),
+                               states=(self.lam, self.e), acc=acc)
+        if want_H:
+            self.H0[...] = res["H"]
+        if want_colsq:
+            self.colsq[...] = res["colsq"]
+        return res["s"], res["G"], res["V"], res.get("gobj")
+
+    def _absorb(self, s, V, gobj):
+        """The iterate's objective, the multipliers' dual bound, the best point; returns
+        (every model certified, ``‖∇_w obj‖`` per model (paper mode), the relative objective
+        change per model)."""
+        K = self.k
+        gnorm = np.full(K, np.inf)
+        change = np.full(K, np.inf)
+        for c in range(K):
+            w = self.W[:, c]
+            P = 0.5 * float(w[:-1] @ w[:-1]) + s[c, 0]
+            if not self.free:
+                P += 0.5 * float(w[-1] * w[-1])
+            if np.isfinite(self.last[c]):
+                change[c] = abs(P - self.last[c]) / max(abs(self.last[c]), 1e-300)
+            self.last[c] = P
+            if self.paper:
+                self.primal[c] = P                   # the last evaluated point (the paper's)
+                self.Wcert[:, c] = w
+                gnorm[c] = float(np.linalg.norm(w[:-1] - gobj[:-1, c]))
+            elif P < self.primal[c]:
+                self.primal[c] = P
+                self.Wcert[:, c] = w
+            self.dual[c] = max(self.dual[c], self._dual(s[c, 2:6], V[:, c], V[:, K + c]),
+                               self._dual(s[c, 7:11], V[:, 2 * K + c], V[:, 3 * K + c]))
+            self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
+        self.n_sv = int(s[:, 6].max())
+        return bool((self.gap <= self.tol).all()), gnorm, change
+
+    def _dual(self, sc, Vp, Vn) -> float:
+        """The dual bound of the multipliers' point (module doc): the best scale ``t`` of
+        the clipped ``α`` (free bias: ``t/Σα`` per side, so that ``Σ α y = 0``)."""
+        p = self.p
+        q = p / (p - 1.0) if p > 1.0 else 0.0
+        Sp, Sn, Qp, Qn = sc
+        if self.free:
+            if Sp <= 0.0 or Sn <= 0.0:
+                return 0.0
+            u = Vp[:-1] / Sp - Vn[:-1] / Sn
+            lin = 2.0
+            a = Qp / Sp ** q + Qn / Sn ** q if p > 1.0 else 0.0
+            tmax = min(Sp, Sn) if p == 1.0 else math.inf
+        else:
+            u = Vp - Vn
+            lin = Sp + Sn
+            a = Qp + Qn
+            tmax = 1.0 if p == 1.0 else math.inf
+        return _concave_max(lin, a, q, float(u @ u), tmax)
+
+    # -- the ridge subproblem ------------------------------------------------------------
+    def _solve_gram(self, G, mu) -> np.ndarray:
+        """``(ĀᵀĀ + D/μ)⁻¹ Āᵀz`` by Cholesky (the factor kept while μ stays)."""
+        if self._factor is None or self._factor[0] != mu:
+            A = self.H0 + np.diag(self.reg / mu)
+            if not self.bias:
+                A[-1, -1] = 1.0                   # no bias column: b stays 0
+            try:
+                self._factor = (mu, scipy.linalg.cho_factor(A, lower=False,
+                                                            check_finite=False))
+            except np.linalg.LinAlgError as exc:
+                raise InvalidParameterError(
+                    f"alm: the Gram matrix + I/mu is not numerically positive definite at "
+                    f"mu={mu:g} ({exc}); use inner='cg' or a smaller mu") from None
+        Wn = scipy.linalg.cho_solve(self._factor[1], G, check_finite=False)
+        dv = Wn - self.W
+        self.dq[:] = np.maximum(np.einsum("ik,ij,jk->k", dv, self.H0, dv), 0.0)
+        return Wn
+
+    def _cg(self, sched, G, mu) -> np.ndarray:
+        """``cg_steps`` (preconditioned) conjugate-gradient steps on the normal equations,
+        from the current point (spec §3.3), one pass each."""
+        reg = self.reg[:, None]
+        W = self.W.copy()
+        r = -(G + reg * W / mu)                      # minus the half-gradient (Eq. 16)
+        if not self.bias:
+            r[-1] = 0.0
+        if self.jacobi:
+            diag = self.colsq + self.reg / mu
+            diag[diag <= 0.0] = 1.0
+            minv = (1.0 / diag)[:, None]
+        else:
+            minv = np.ones((self.d1, 1))
+        z = minv * r
+        P = z.copy()
+        rz = (r * z).sum(axis=0)
+        dq = np.zeros(self.k)
+        for j in range(self.steps):
+            more = j + 1 < self.steps
+            acc = {"Q": Accumulator(self.k)}
+            if more:
+                acc["Hp"] = Accumulator((self.d1, self.k))
+            res = sched.map_reduce(_cg_block, args=(P, float(self.bias), more, self.unit),
+                                   acc=acc)
+            curv = res["Q"] + (reg * P * P).sum(axis=0) / mu
+            ok = (rz > 0.0) & (curv > 0.0)
+            alpha = np.where(ok, rz / np.where(ok, curv, 1.0), 0.0)
+            W += alpha * P
+            dq += alpha * alpha * curv
+            if not more:
+                break
+            r -= alpha * (res["Hp"] + reg * P / mu)
+            z = minv * r
+            rz_new = (r * z).sum(axis=0)
+            beta = np.where(rz > 0.0, rz_new / np.where(rz > 0.0, rz, 1.0), 0.0)
+            P = z + beta * P
+            rz = rz_new
+        dv = W - self.W
+        # ‖Ā Δv‖² from the conjugate directions: Σ α_j² p_jᵀHp_j − Δvᵀ D Δv/μ
+        self.dq[:] = np.maximum(dq - (reg * dv * dv).sum(axis=0) / mu, 0.0)
+        return W
+
+    def _next_mu(self, s) -> None:
+        """μ of the next iteration: the paper's geometric growth (ρ, capped), or residual
+        balancing on this iteration's residuals (module doc)."""
+        mu = self.mus[1]
+        new = min(mu * (self.rho if self.rho is not None else 1.0), self.mu_max)
+        if self.balance and self.iters > 1 and self.changes < _BALANCE_CHANGES:
+            r = math.sqrt(float(s[:, 1].sum()))
+            d = self.mus[0] * math.sqrt(float(self.dq.sum()))
+            if r > _BALANCE_RATIO * d:
+                new, self.changes = min(2.0 * mu, self.mu_max), self.changes + 1
+            elif d > _BALANCE_RATIO * r:
+                new, self.changes = 0.5 * mu, self.changes + 1
+        self.mus[0], self.mus[1] = mu, new
+
+    def _entry(self, s, change) -> dict:
+        n = max(self.n_rows, 1)
+        first = self.iters == 0
+        return {"kind": "admm", "primal": float(self.primal.sum()),
+                "dual": float(self.dual.sum()), "gap": float(self.gap.max()),
+                "exact": True, "active": self.n_sv, "mu": float(self.mus[1]),
+                "primal_residual": np.nan if first else math.sqrt(float(s[:, 1].sum()) / n),
+                "dual_residual": np.nan if first else
+                float(self.mus[0]) * math.sqrt(float(self.dq.sum()) / n),
+                "objective_change": float(change.max()) if np.isfinite(change).all()
+                else np.nan}
+
+
+def _concave_max(lin, a, q, uu, tmax) -> float:
+    """``max_{0 ≤ t ≤ tmax} lin·t − a·t^q − ½ uu t²`` (``a = 0`` when ``q = 0``, p = 1)."""
+    if lin <= 0.0:
+        return 0.0
+
+    def f(t):
+        return lin * t - (a * t ** q if a > 0.0 else 0.0) - 0.5 * uu * t * t
+
+    if a <= 0.0 or not math.isfinite(a):
+        if not math.isfinite(a):
+            return 0.0
+        t = lin / uu if uu > 0.0 else tmax
+        return f(min(t, tmax)) if math.isfinite(min(t, tmax)) else 0.0
+    if q == 2.0:
+        return f(min(lin / (2.0 * a + uu), tmax))
+    # f'(t) = lin − q a t^(q−1) − uu t decreases: bisect its root below the two bounds
+    hi = min(tmax, (lin / (q * a)) ** (1.0 / (q - 1.0)), lin / uu if uu > 0.0 else math.inf)
+    lo = 0.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if lin - q * a * mid ** (q - 1.0) - uu * mid > 0.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return f(lo)
+
+
+def _rows_block(block, views, args, acc) -> None:
+    """One block of pass A (``map_reduce`` kernel): :func:`alm_rows`."""
+    W, model, mus, flags, unit = args
+    lam, e = views
+    k = W.shape[1]
+    dummy1, dummy2 = _DUMMY1, _DUMMY2
+    alm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, lam, e, mus,
+             flags, np.empty((2, k)), acc["G"], acc["V"], acc["s"], acc.get("gobj", dummy2),
+             acc.get("colsq", dummy1), acc.get("H", dummy2))
+
+
+def _cg_block(block, views, args, acc) -> None:
+    """One block of a conjugate-gradient pass (``map_reduce`` kernel): :func:`alm_cg`."""
+    P, B, more, unit = args
+    alm_cg((block.indptr, block.indices, block.data), unit, P, B, more,
+           np.empty(P.shape[1]), acc.get("Hp", _DUMMY2), acc["Q"])
+
+
+_DUMMY1 = np.zeros(0)
+_DUMMY2 = np.zeros((0, 0))
