@@ -196,8 +196,9 @@ def test_paper_mode_stops_by_its_rules_and_says_so(small):
 
 def test_mu_grows_geometrically_to_its_cap(small):
     X, y = small
-    _, res = _fit(InMemoryStore(X, y, chunk_rows=300), mode="paper", mu=0.1, rho=2.0,
-                  mu_max=1.0, inner="gram", max_iter=8, gtol=1e-12, tol=1e-12)
+    with pytest.warns(UserWarning, match="max_iter=8"):
+        _, res = _fit(InMemoryStore(X, y, chunk_rows=300), mode="paper", mu=0.1, rho=2.0,
+                      mu_max=1.0, inner="gram", max_iter=8, gtol=1e-12, tol=1e-12)
     mus = [h["mu"] for h in res.history]            # μ of each iteration
     assert len(mus) == 8
     np.testing.assert_allclose(mus, [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0])

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import scipy.sparse as sp
 
-from streamsvm.io import write_store
 from tools import bench_nesvm
 
 
-def _store(tmp_path, n=300, d=20, seed=0):
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=0.3, random_state=seed, format="csr")
-    y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
-    path = tmp_path / "s.zarr"
-    write_store(path, X, y, chunk_rows=64)
-    return path
-
-
-def test_homotopy_rows_are_real_runs(tmp_path, capsys):
-    path = _store(tmp_path)
+def test_homotopy_rows_are_real_runs(tmp_path, linear_store, capsys):
+    path = linear_store
     out = tmp_path / "h.json"
     assert bench_nesvm.main(["homotopy", str(path), "-C", "0.1", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
@@ -32,8 +20,8 @@ def test_homotopy_rows_are_real_runs(tmp_path, capsys):
     assert capsys.readouterr().out.count("| nesvm") == 3
 
 
-def test_path_runs_the_seven_cs_together_and_apart(tmp_path):
-    path = _store(tmp_path)
+def test_path_runs_the_seven_cs_together_and_apart(tmp_path, linear_store):
+    path = linear_store
     out = tmp_path / "p.json"
     assert bench_nesvm.main(["path", str(path), "--max-passes", "200", "--json",
                              str(out)]) == 0
