@@ -34,7 +34,10 @@ Defaults (spec §4.3, from its measurements): ``mode="practical"``: ``μ = 0.1·
 ``μ`` and ``ρ`` required (the paper gives neither), ``μ_{k+1} = min(ρ μ_k, mu_max)``,
 ``w₀ = 1``, Algorithm 2 (one gradient step) unless ``inner="gram"``, at most ``max_iter``
 iterations, stop when ``‖∇_w obj‖ ≤ gtol`` (absolute) or the objective changed less than
-1e-4 (relative), the last evaluated point returned. ``balance`` (off by default): residual
+1e-4 (relative), the last evaluated point returned. ``stop_rule="residuals"`` (practical
+mode) adds the spec's heuristic stop: primal and dual residuals at most ``rtol`` and the
+objective's relative change below 1e-4 three iterations running (a warning when the gap is
+still above ``tol`` then). ``balance`` (off by default): residual
 balancing (Boyd et al. §3.4.1): ``μ`` doubles when ``‖R‖ > 10 μ‖Δo‖``, halves when ``μ‖Δo‖ >
 10 ‖R‖``, at most 50 changes.
 
@@ -73,6 +76,7 @@ __all__ = ["AlmSolver"]
 _BALANCE_RATIO = 10.0    # residual balancing: change μ when one residual is 10× the other
 _BALANCE_CHANGES = 50    # ... at most this many times (ADMM converges for eventually fixed μ)
 _PAPER_OBJ_CHANGE = 1e-4  # the paper's objective-change rule (relative)
+_CALM_ITERATIONS = 3     # stop_rule="residuals": the objective's change small this many times
 _BAND = 0.1              # p = 1: the second dual point's margin band (module doc)
 
 
@@ -123,6 +127,13 @@ class AlmSolver(Solver):
               "w = 1), auto: zeros (practical), ones (paper)", choices=("auto", "zeros", "ones")),
         Param("precondition", "bool", True, "inner='cg': Jacobi preconditioner diag(X^T X) + "
               "1/mu (not in paper mode)"),
+        Param("stop_rule", "choice", "gap", "practical mode: gap: stop on the certified "
+              "duality gap (tol); residuals: also stop once the primal and dual residuals "
+              "(per sqrt(n)) are at most rtol and the objective changed less than 1e-4 "
+              "(relative) 3 iterations running (spec 4.3; a warning when the gap is above tol)",
+              choices=("gap", "residuals")),
+        Param("rtol", "float", 1e-3, "stop_rule='residuals': the residuals' bound", low=0.0,
+              low_open=True),
         Param("gtol", "float", 0.01, "paper mode: stop when ||grad_w obj|| <= gtol "
               "(absolute, as printed)", low=0.0, low_open=True),
         Param("max_iter", "int", 100, "paper mode: stop after this many iterations (the "
@@ -205,11 +216,12 @@ class AlmSolver(Solver):
         self.colsq = np.zeros(D1 if self.jacobi else 0)
         self.iters = 0
         self.changes = 0                            # residual balancing's μ changes
+        self.calm = 0                               # stop_rule="residuals": calm iterations
         self.n_sv = 0
         self._factor = None                         # (μ, Cholesky factor), not saved
 
     state_arrays = ("W", "Wcert", "mus", "primal", "dual", "gap", "last", "dq", "H0", "colsq")
-    state_values = ("iters", "changes", "n_sv")
+    state_values = ("iters", "changes", "n_sv", "calm")
 
     @property
     def n_iter(self) -> int:
@@ -241,6 +253,19 @@ class AlmSolver(Solver):
                 return entry
         elif stop:
             return entry
+        elif self.stop_rule == "residuals":
+            calm = self.iters > 1 and (change <= _PAPER_OBJ_CHANGE).all()
+            self.calm = self.calm + 1 if calm else 0
+            if self.calm >= _CALM_ITERATIONS and entry["primal_residual"] <= self.rtol and \
+                    entry["dual_residual"] <= self.rtol:
+                if self.gap.max() > self.tol:
+                    warnings.warn(f"alm stopped by stop_rule='residuals' (residuals <= rtol="
+                                  f"{self.rtol:g}, objective change <= 1e-4 for "
+                                  f"{_CALM_ITERATIONS} iterations) with relative duality gap "
+                                  f"{self.gap.max():.3g} > tol={self.tol:g}", UserWarning,
+                                  stacklevel=2)
+                entry["stop"] = True
+                return entry
         # the (w, b) step, then μ for the next iteration
         mu = self.mus[1]
         Wn = self._solve_gram(G, mu) if self.gram else self._cg(sched, G, mu)

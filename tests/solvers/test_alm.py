@@ -194,6 +194,22 @@ def test_paper_mode_stops_by_its_rules_and_says_so(small):
         train(store, solver="alm", mode="paper", mu=0.1)
 
 
+def test_residual_stop_rule(small):
+    """stop_rule='residuals' (spec §4.3's practical rule) ends the run once both residuals are
+    small and the objective calm, before the gap reaches a tight tol, and says so."""
+    X, y = small
+    store = InMemoryStore(X, y, chunk_rows=200)
+    with pytest.warns(UserWarning, match="stop_rule='residuals'"):
+        _, res = _fit(store, loss="hinge", tol=1e-9, stop_rule="residuals", rtol=1e-2,
+                      max_passes=5000)
+    assert res.converged and res.stop_value > 1e-9
+    last = res.history[-1]
+    assert last["primal_residual"] <= 1e-2 and last["dual_residual"] <= 1e-2
+    assert all(h["objective_change"] <= 1e-4 for h in res.history[-3:])
+    _, full = _fit(store, loss="hinge", tol=1e-9, max_passes=res.passes + 50)
+    assert full.passes > res.passes                     # the gap rule alone goes on
+
+
 def test_mu_grows_geometrically_to_its_cap(small):
     X, y = small
     with pytest.warns(UserWarning, match="max_iter=8"):
