@@ -52,6 +52,10 @@ RUN_PARAMS = (
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
           "core; one per block in flight for a remote one)", low=1),
+    Param("scheduler", "str", None, "train on a dask cluster: the address of its scheduler "
+          "(tcp://host:8786); its workers read the store themselves (shared filesystem or "
+          "S3, with --storage-option) and --memory is each worker's budget; alm, nesvm and "
+          "newton (dense Hessian) only"),
 )
 
 
@@ -83,7 +87,7 @@ def make_solver(solver: str, params: dict):
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
           checkpoint_every_seconds=0.0, resume=False, storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
-          progress=False, **params):
+          progress=False, scheduler=None, **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``;
     with a path of C values (``nesvm``'s ``C_path``), a list of models, one per C in order.
 
@@ -109,6 +113,14 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         the threads reading them (:class:`~streamsvm.schedule.PassScheduler`).
     progress : bool
         Show a progress bar.
+    scheduler : distributed.Client or str, optional
+        Train on a dask cluster (a Client or a scheduler address, ``"tcp://host:8786"``):
+        its workers read ``store`` themselves (a path on a shared filesystem or an S3 URL,
+        with ``storage_options``) and keep the per-row state of their blocks; ``memory`` is
+        each worker's budget. Solvers whose passes are all map/reduce (``alm``, ``nesvm``,
+        ``newton`` with its dense Hessian) run there; the others are refused before the
+        first pass. A worker lost during a pass: the run resumes from its last snapshot on
+        the workers left.
     **params
         The solver's parameters (its table: ``streamsvm train --solver NAME --help``).
 
@@ -137,6 +149,14 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
             f"class (label {', '.join(store.label_counts) or 'none'} in "
             f"{'y' if store.url == 'memory' else f'store {store.url!r}'})")
     slv.check_store(store)
+    if scheduler is not None:
+        from .io import InMemoryStore
+        if isinstance(store, InMemoryStore) or not hasattr(store, "storage_options"):
+            raise InvalidParameterError(
+                "scheduler= trains on a dask cluster whose workers read the store "
+                "themselves: give a store path or URL (shared filesystem or S3), not "
+                "in-memory data")
+        slv.check_distributed(store)
     problem = slv.problem(store).resolved(store.classes, store.label_counts)
     problem.costs(store.classes, store.label_counts)        # class weights name real labels
     if checkpoint is not None:
@@ -148,7 +168,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
         block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
-                          prefetch=prefetch, readers=readers, scratch_dir=scratch_dir)
+                          prefetch=prefetch, readers=readers, scratch_dir=scratch_dir,
+                          scheduler=scheduler)
     manager = state = None
     identity = {"store": _store_identity(store) if checkpoint is not None else None,
                 "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows}

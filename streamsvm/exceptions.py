@@ -21,6 +21,7 @@ __all__ = [
     "DataMismatchError",
     "OutputNotWritableError",
     "NotFittedError",
+    "WorkerLostError",
     "ConvergenceWarning",
 ]
 
@@ -103,6 +104,15 @@ class DataMismatchError(StreamSVMError, ValueError):
 
 class OutputNotWritableError(StreamSVMError, OSError):
     """An output location (model file, checkpoint or scratch directory) cannot be written."""
+
+
+class WorkerLostError(StreamSVMError, RuntimeError):
+    """A dask worker left during a pass: the per-row state it held is gone (the driver
+    resumes from its last snapshot on the remaining workers)."""
+
+    def __init__(self, message: str, lost=()):
+        super().__init__(message)
+        self.lost = tuple(lost)
 
 
 class ConvergenceWarning(UserWarning):

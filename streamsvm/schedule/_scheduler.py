@@ -38,7 +38,7 @@ from ._memory import parse_memory
 from ._orders import (RESIDENT_STREAM, ROW_STREAM, USER_STREAM, chunk_groups, mix64,
                       sweep_order, visit_ranks)
 from ._reduce import Folder
-from ._state import RowState, ScratchDir
+from ._state import RemoteRowState, RowState, ScratchDir
 
 __all__ = ["PassScheduler", "Group"]
 
@@ -99,6 +99,11 @@ class PassScheduler:
     scratch_dir : str or os.PathLike, optional
         Where spilled state files go (a private subdirectory, deleted by :meth:`close`).
         Default: the system temporary directory.
+    scheduler : distributed.Client or str, optional
+        Run the passes on a dask cluster (a Client, or a scheduler address such as
+        ``"tcp://host:8786"``; ``_dask.py``): its workers read the store themselves and
+        keep the per-row state of the blocks they own; ``memory`` is then each worker's
+        budget. Only :meth:`map_reduce` passes run there.
 
     Attributes
     ----------
@@ -137,7 +142,8 @@ class PassScheduler:
     """
 
     def __init__(self, store, *, memory="1GB", prefetch: int = 8, readers: int | None = None,
-                 block_rows: int | None = None, seed: int = 0, scratch_dir=None):
+                 block_rows: int | None = None, seed: int = 0, scratch_dir=None,
+                 scheduler=None):
         missing = [a for a in _STORE_ATTRS if not hasattr(store, a)]
         if missing:
             raise InvalidParameterError(
@@ -157,8 +163,19 @@ class PassScheduler:
                 f"Got {scratch_dir!r} instead.")
         self.store = store
         self._layout = BlockLayout.from_store(store, block_rows)
-        self._backend = LocalBackend(store, self._layout, prefetch=prefetch,
-                                     readers=readers, cache_bytes=0)
+        if scheduler is None:
+            self._backend = LocalBackend(store, self._layout, prefetch=prefetch,
+                                         readers=readers, cache_bytes=0)
+        else:
+            from ._dask import DaskBackend, connect
+            client, owned = connect(scheduler)
+            try:
+                self._backend = DaskBackend(client, store, self._layout, memory=self.memory,
+                                            owned=owned)
+            except BaseException:
+                if owned:
+                    client.close()
+                raise
         self._keep_partial = self.KEEP_PARTIAL
         self._states: dict[str, RowState] = {}
         self._scratch = ScratchDir(scratch_dir)
@@ -173,6 +190,22 @@ class PassScheduler:
         self.resident_bytes_read = 0
         self._pending_collect = None
         self._backend.cache.resize(self._cache_capacity())
+
+    @property
+    def remote(self) -> bool:
+        """Whether passes run on a dask cluster (only :meth:`map_reduce` then)."""
+        return bool(getattr(self._backend, "remote", False))
+
+    @property
+    def workers(self) -> list:
+        """The dask workers the blocks are spread over ([] for the local backend)."""
+        return list(getattr(self._backend, "workers", []))
+
+    def rebalance(self) -> None:
+        """After a worker left: spread the blocks over the workers still there (the per-row
+        state must then be loaded again, e.g. from a checkpoint)."""
+        if self.remote:
+            self._backend.rebalance()
 
     def __repr__(self) -> str:
         return (f"PassScheduler(n_rows={self.n_rows}, n_blocks={self.n_blocks}, "
@@ -444,6 +477,8 @@ class PassScheduler:
         if not callable(kernel):
             raise InvalidParameterError(f"The 'kernel' parameter of map_reduce must be "
                                         f"callable. Got {kernel!r} instead.")
+        if self.remote:
+            return self._map_reduce_remote(kernel, acc, args, states, order, active, rows)
         ids, sweep = self._plan(order, active)
         folder = Folder(acc, len(ids))
         states = tuple(states)
@@ -464,6 +499,28 @@ class PassScheduler:
             if rows is not None and not installed and collector is not None:
                 collector.abandon()
         self._pending_collect = (rows, collector) if rows is not None else None
+        return folder.result()
+
+    def _map_reduce_remote(self, kernel, acc, args, states, order, active, rows) -> dict:
+        """:meth:`map_reduce` on the dask workers (``_dask.py``): the same kernel, the
+        workers' run partials folded in block order, per-block partials by rank."""
+        if rows is not None:
+            self._backend.iter_blocks(())           # resident rows: not on a cluster
+        ids, sweep = self._plan(order, active)
+        folder = Folder(acc, len(ids))
+        ranks = visit_ranks(ids)
+        t0 = time.perf_counter()
+        runs, blocks = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
+                                             folder.specs)
+        self.wait_seconds += time.perf_counter() - t0
+        for part in runs:
+            for k, v in part.items():
+                folder.specs[k].fold(folder.totals[k], v)
+        for rank in sorted(blocks):
+            folder.done(rank, blocks[rank])
+        self.rows_visited += int(self._layout.sizes[ids].sum())
+        self.blocks_visited += len(ids)
+        self._pending_collect = None
         return folder.result()
 
     def finish_collect(self, install: bool = True) -> None:
@@ -599,6 +656,8 @@ class PassScheduler:
             ``extra_row_bytes``, ``fixed_bytes``, ``ram``, ``disk``, ``disk_fraction``,
             ``threshold`` of :class:`~streamsvm.schedule._resident.ResidentRows`.
         """
+        if self.remote:
+            self._backend.iter_blocks(())           # raises: not on a cluster
         from ._resident import ResidentRows
         return ResidentRows(self, key, states, **kw)
 
@@ -616,6 +675,8 @@ class PassScheduler:
             ``max_rows``, ``room``, ``extra_row_bytes`` of
             :class:`~streamsvm.schedule._hot.HotRows`.
         """
+        if self.remote:
+            self._backend.iter_blocks(())           # raises: not on a cluster
         from ._hot import HotRows
         return HotRows(self, states, flag, **kw)
 
@@ -730,6 +791,10 @@ class PassScheduler:
             width = _check_int("width", width, 1)
         shape = (self.n_rows,) if width is None else (self.n_rows, width)
         nbytes = int(np.prod(shape)) * dtype.itemsize
+        if self.remote:
+            st = RemoteRowState(name, shape, dtype, fill, self._backend)
+            self._states[name] = st
+            return st
         if nbytes == 0 or self.state_bytes + nbytes <= self.data_budget:
             st = RowState(name, shape, dtype, fill)
         else:
@@ -805,6 +870,8 @@ class PassScheduler:
         self._states.clear()
         self._scratch.remove()
         self._backend.cache.clear()
+        if self.remote:
+            self._backend.close()
 
     def __enter__(self) -> "PassScheduler":
         return self

@@ -192,3 +192,63 @@ class RowState:
                 os.remove(self.path)
             except FileNotFoundError:
                 pass
+
+
+class RemoteRowState(RowState):
+    """A per-row state whose blocks live with the dask workers that own them
+    (``_dask.py``): nothing in this process. Whole-state access gathers or scatters it
+    (checkpoints); a block's view exists only on its worker.
+    """
+
+    def __init__(self, name: str, shape: tuple, dtype, fill, backend):
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.shape = shape
+        self.width = shape[1] if len(shape) == 2 else None
+        self.path = None
+        self._array = None
+        self._backend = backend
+        backend.new_state(name, self.dtype, self.width, fill)
+
+    @property
+    def nbytes(self) -> int:          # held by the workers, not charged to this process
+        return 0
+
+    def __repr__(self) -> str:
+        return f"RowState({self.name!r}, shape={self.shape}, dtype={self.dtype}, dask workers)"
+
+    def _remote(self, what: str):
+        raise InvalidParameterError(
+            f"state {self.name!r} lives on the dask workers: {what} is not available in the "
+            f"training process (use map_reduce, whose kernels get the block's rows)")
+
+    @property
+    def values(self) -> np.ndarray:
+        self._remote("values")
+
+    def view(self, block) -> np.ndarray:
+        self._remote("a block's view")
+
+    def fill(self, value) -> None:
+        self._backend.fill_state(self.name, value)
+
+    def to_array(self) -> np.ndarray:
+        return self._backend.gather_state(self.name, self.shape, self.dtype)
+
+    def load_array(self, array) -> None:
+        array = np.asarray(array)
+        if array.shape != self.shape or not np.can_cast(array.dtype, self.dtype, "same_kind"):
+            raise InvalidParameterError(
+                f"The 'array' parameter of RowState.load_array for state {self.name!r} must "
+                f"have shape {self.shape} and a dtype castable to {self.dtype}. Got shape "
+                f"{array.shape} and dtype {array.dtype} instead.")
+        self._backend.scatter_state(self.name, array.astype(self.dtype, copy=False))
+
+    def drop_pages(self, block) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def _release(self) -> None:
+        self._backend.drop_state(self.name)

@@ -277,6 +277,20 @@ class Solver(abc.ABC):
     def check_store(self, store) -> None:
         """Refuse, before the first pass, a store this solver cannot train on."""
 
+    #: Why the solver cannot run on a dask cluster (None: it can, every pass it makes is a
+    #: ``map_reduce``): dual coordinate descent reads blocks in the training process.
+    not_distributed: str | None = ("it sweeps blocks in the training process (coordinate "
+                                   "descent over resident rows), which a dask cluster's "
+                                   "map/reduce passes do not provide")
+
+    def check_distributed(self, store) -> None:
+        """Refuse, before the first pass, to run on a dask cluster (``scheduler=``) when the
+        solver (with these parameters) needs more than ``map_reduce`` passes."""
+        if self.not_distributed is not None:
+            raise InvalidParameterError(f"solver {self.name!r} cannot train on a dask cluster: "
+                                        f"{self.not_distributed}; use alm, nesvm or newton "
+                                        f"there, or train without scheduler=")
+
     # -- the engine ----------------------------------------------------------------------
     @abc.abstractmethod
     def start(self, sched) -> None:

@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from ..exceptions import CheckpointError, ConvergenceWarning
+from ..exceptions import CheckpointError, ConvergenceWarning, WorkerLostError
 from ._base import SolveResult
 
 __all__ = ["run", "HISTORY_KEYS", "iteration_seconds"]
@@ -47,6 +47,9 @@ HISTORY_KEYS = ("iteration", "kind", "passes", "seconds", "primal", "dual", "gap
 _FLOAT_KEYS = ("passes", "seconds", "primal", "dual", "gap", "mb_read", "kernel_seconds",
                "wait_seconds")
 _CHECKPOINT_VERSION = 1
+_SNAPSHOT_EVERY = 10        # on a dask cluster: snapshot the run (per-row state gathered
+                            # from the workers) every 10 iterations, to resume from when a
+                            # worker is lost
 
 
 class _Run:
@@ -90,14 +93,29 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
         _restore(solver, sched, r, *state)
     t0 = time.perf_counter() - r.seconds0
     bar = _Bar(solver, sched) if progress else None
+    remote = bool(getattr(sched, "remote", False))
+    snapshot = _snapshot(solver, sched, r, t0) if remote else None
     try:
         while not r.done:                 # a checkpoint of a finished run resumes as finished
-            _iterate(solver, sched, r, solver.step, t0, callback, bar)
-            if not r.done and sched.passes >= solver.max_passes:
-                r.done = True
-                # an estimate, or an exact certificate of an older iterate than the newest
-                if not r.history[-1]["exact"] or solver.stale:
-                    _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
+            try:
+                _iterate(solver, sched, r, solver.step, t0, callback, bar)
+                if not r.done and sched.passes >= solver.max_passes:
+                    r.done = True
+                    # an estimate, or an exact certificate of an older iterate than the newest
+                    if not r.history[-1]["exact"] or solver.stale:
+                        _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
+            except WorkerLostError as exc:
+                if snapshot is None:
+                    raise
+                sched.rebalance()         # raises when no worker is left
+                log.warning("%s; resuming from the snapshot after iteration %d (pass %.2f) "
+                            "on the %d workers left", exc, len(snapshot[0]["history.kind"]),
+                            snapshot[1]["driver"]["saved_passes"], len(sched.workers))
+                r.done = r.converged = False
+                _restore(solver, sched, r, *snapshot)
+                continue
+            if remote and not r.done and len(r.history) % _SNAPSHOT_EVERY == 0:
+                snapshot = _snapshot(solver, sched, r, t0)
             if r.done:
                 break
             due = (every_passes and sched.passes - r.saved_passes >= every_passes) or \
@@ -165,19 +183,25 @@ def iteration_seconds(history: list) -> list:
 
 # -- checkpoints ---------------------------------------------------------------------------
 
-def _save(solver, sched, r, t0, checkpoint) -> None:
+def _snapshot(solver, sched, r, t0) -> tuple:
+    """``(arrays, meta)``: everything a resume needs (a checkpoint's content), copied."""
+    import copy
     arrays, meta = solver.state_dict()
-    out = {f"solver.{k}": v for k, v in arrays.items()}
+    out = {f"solver.{k}": np.array(v, copy=True) for k, v in arrays.items()}
     out.update({f"state.{name}": st.to_array() for name, st in sched.states.items()})
     out.update(_history_to_arrays(r.history, solver.history_extras))
+    return out, {"solver": solver.name, "version": _CHECKPOINT_VERSION,
+                 "solver_meta": copy.deepcopy(meta), "sched": sched.state_dict(),
+                 "driver": {"done": r.done, "converged": r.converged,
+                            "saved_passes": sched.passes,
+                            "seconds": time.perf_counter() - t0},
+                 "kinds": sorted({h["kind"] for h in r.history})}
+
+
+def _save(solver, sched, r, t0, checkpoint) -> None:
     r.saved_passes = sched.passes
     r.saved_time = time.monotonic()
-    checkpoint(out, {"solver": solver.name, "version": _CHECKPOINT_VERSION,
-                     "solver_meta": meta, "sched": sched.state_dict(),
-                     "driver": {"done": r.done, "converged": r.converged,
-                                "saved_passes": r.saved_passes,
-                                "seconds": time.perf_counter() - t0},
-                     "kinds": sorted({h["kind"] for h in r.history})})
+    checkpoint(*_snapshot(solver, sched, r, t0))
 
 
 def _restore(solver, sched, r, arrays: dict, meta: dict) -> None:

@@ -140,6 +140,8 @@ class AlmSolver(Solver):
               "paper's 100)", low=1),
     )
 
+    not_distributed = None          # every pass is a map_reduce
+
     history_extras = ("mu", "primal_residual", "dual_residual", "objective_change")
 
     # -- the problem -----------------------------------------------------------------

@@ -171,6 +171,8 @@ class NesvmSolver(Solver):
               "when F(y^k) decreased less than the bound promises (spec 5.5a)"),
     )
 
+    not_distributed = None          # every pass is a map_reduce
+
     history_extras = ("mu", "lipschitz", "smoothed_gap")
 
     # -- the problem -----------------------------------------------------------------

@@ -185,6 +185,19 @@ class NewtonSolver(Solver):
             return self.hessian == "cg"
         return self.l1 == 0 and n_features + 1 > self.max_dense
 
+    def check_distributed(self, store) -> None:
+        """On a dask cluster: the dense-Hessian path without the polish (its resident rows
+        and the hinge polish's dual CD live in the training process)."""
+        if self._uses_cg(store.n_features):
+            raise InvalidParameterError(
+                f"newton cannot train on a dask cluster with the Hessian-free path (hessian="
+                f"{self.hessian!r}, {store.n_features} features): its rows with curvature are "
+                f"kept in the training process; use alm or nesvm there")
+        if self.loss == "hinge" and self.polish and not self.free_bias:
+            raise InvalidParameterError("newton (hinge) cannot train on a dask cluster with "
+                                        "polish=True (the polish solves a dual over rows kept "
+                                        "in the training process); pass polish=False")
+
     def check_store(self, store) -> None:
         if self.free_bias and not self.bias:
             raise InvalidParameterError("free_bias=True needs a bias feature: bias must be > 0")
