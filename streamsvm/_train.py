@@ -156,7 +156,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
                 "scheduler= trains on a dask cluster whose workers read the store "
                 "themselves: give a store path or URL (shared filesystem or S3), not "
                 "in-memory data")
-        slv.check_distributed(store)
+        slv = slv.for_cluster(store)
     problem = slv.problem(store).resolved(store.classes, store.label_counts)
     problem.costs(store.classes, store.label_counts)        # class weights name real labels
     if checkpoint is not None:

@@ -9,6 +9,7 @@ results file, Markdown tables and PNG plots::
     python tools/bench.py --suite full           # everything (hours)
     python tools/bench.py --io-baseline STORE    # time to read + decompress a store once
     python tools/bench.py --checks-cost STORE    # what the store's integrity checks cost a pass
+    python tools/bench.py --scheduler STORE      # passes/s on a dask LocalCluster of 1 and 2
     python tools/bench.py --render bench-out/quick/results.json   # tables and plots again
 
 Methods
@@ -1292,6 +1293,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--io-baseline", nargs="?", const="__suite__", metavar="STORE",
                    help="with STORE: time reading + decompressing that store once and exit; "
                         "without: measure it for every data set of the suite")
+    p.add_argument("--scheduler", metavar="STORE",
+                   help="passes/s of alm and dcd (CoCoA+) on a dask LocalCluster of 1 and 2 "
+                        "worker processes against the local backend (tools/_bench_dask.py); "
+                        "--max-passes (default 8) and --memory (per worker)")
     p.add_argument("--checks-cost", metavar="STORE",
                    help="time dcd's streamed sweeps over STORE with and without the store's "
                         "integrity checks, in alternation (--repeat rounds, default 6)")
@@ -1351,6 +1356,17 @@ def main(argv=None) -> int:
                            md_path=args.markdown_out)
         with open(md) as f:
             print(f.read())
+        return 0
+    if args.scheduler:
+        from tools._bench_dask import scaling_table, scheduler_scaling
+        r = scheduler_scaling(args.scheduler, passes=int(args.max_passes or 8),
+                              memory=args.memory)
+        r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
+                 machine=machine_info(), versions=versions())
+        out_dir = args.out or os.path.join(ROOT, "bench-out", "scheduler")
+        os.makedirs(out_dir, exist_ok=True)
+        write_json(r, os.path.join(out_dir, "scheduler.json"))
+        print(scaling_table(r))
         return 0
     if args.checks_cost:
         r = checks_cost(args.checks_cost, rounds=args.repeat or 6)

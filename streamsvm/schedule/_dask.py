@@ -155,16 +155,18 @@ class DaskBackend(Backend):
         return out
 
     # -- passes ----------------------------------------------------------------------------
-    def map_ids(self, kernel, ids, ranks, sweep: int, states, args, specs: dict):
+    def map_ids(self, kernel, ids, ranks, sweep: int, states, args, specs: dict,
+                fuse: bool = False):
         """Run ``kernel`` on the blocks ``ids`` (visiting order, ``ranks`` their fold ranks)
         on their owners; returns ``(run partials in worker order, {rank: per-block
-        partials})`` (:meth:`PassScheduler.map_reduce`)."""
+        partials})`` (:meth:`PassScheduler.map_reduce`). ``fuse``: each worker hands the
+        kernel its blocks as one (their rows concatenated, state written back after)."""
         by_worker: dict = {}
         for position, (b, rank) in enumerate(zip(ids.tolist(), ranks.tolist())):
             by_worker.setdefault(int(self.owner[b]), []).append((b, rank, position))
         st = tuple((s.name,) + self.specs[s.name] for s in states)
         futures = {w: self._submit(_worker_pass, w, self.key, self.store, self.layout,
-                                   self.memory, visits, sweep, kernel, args, specs, st)
+                                   self.memory, visits, sweep, kernel, args, specs, st, fuse)
                    for w, visits in by_worker.items()}
         results = self._gather(futures)
         order = sorted(results, key=lambda w: min(v[0] for v in by_worker[w]))
@@ -273,7 +275,22 @@ def _state_view(ctx, spec, block):
     return arr
 
 
-def _worker_pass(key, store, layout, memory, visits, sweep, kernel, args, specs, states):
+def _fused(blocks, views_of):
+    """The blocks as one (rows concatenated in order), with their states' rows."""
+    from ._blocks import Block
+    lens = np.concatenate([[0]] + [np.diff(b.indptr) for b in blocks])
+    first = blocks[0]
+    one = Block(first.id, first.row_start, np.cumsum(lens).astype(first.indptr.dtype),
+                np.concatenate([b.indices for b in blocks]),
+                np.concatenate([b.data for b in blocks]),
+                np.concatenate([b.y for b in blocks]), chunk=first.chunk)
+    per = [views_of(b) for b in blocks]
+    views = tuple(np.concatenate([v[j] for v in per]) for j in range(len(per[0])))
+    return one, views, per
+
+
+def _worker_pass(key, store, layout, memory, visits, sweep, kernel, args, specs, states,
+                 fuse=False):
     """One worker's share of a pass (module doc): ``(run accumulators, {rank: per-block
     accumulators}, counters)``."""
     ctx = _context(key, store, layout, memory)
@@ -283,7 +300,23 @@ def _worker_pass(key, store, layout, memory, visits, sweep, kernel, args, specs,
     per_block = {}
     ids = [b for b, _, _ in visits]
     t_kernel = 0.0
-    for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
+    if fuse:
+        blocks = list(be.iter_blocks(ids))
+        b0, rank0, pos0 = visits[0]
+        one, views, per = _fused(blocks, lambda blk: tuple(_state_view(ctx, s, blk)
+                                                           for s in states))
+        one = dataclasses.replace(one, sweep=sweep, position=pos0, rank=rank0)
+        t0 = time.perf_counter()
+        kernel(one, views, args, run)
+        t_kernel += time.perf_counter() - t0
+        start = 0
+        for blk, vs in zip(blocks, per):            # the states' rows written back
+            for j, v in enumerate(vs):
+                v[...] = views[j][start:start + blk.n_rows]
+            start += blk.n_rows
+        blocks = ()
+        visits = ()
+    for (b, rank, position), block in zip(visits, be.iter_blocks(ids) if visits else ()):
         block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
         views = tuple(_state_view(ctx, s, block) for s in states)
         acc = dict(run)

@@ -445,7 +445,7 @@ class PassScheduler:
         return self._visit(ids, sweep, order)
 
     def map_reduce(self, kernel: Callable, *, acc: dict | None = None, args: tuple = (),
-                   states=(), order="sequential", active=None, rows=None):
+                   states=(), order="sequential", active=None, rows=None, fuse: bool = False):
         """One pass: ``kernel`` on every visited block, its contributions summed into
         accumulators the scheduler owns.
 
@@ -467,6 +467,11 @@ class PassScheduler:
         rows : ResidentRows, optional
             Count the rows each block keeps for it, and collect them when it planned to
             (:meth:`ResidentRows.plan`), after the kernel (the pass is over the whole store).
+        fuse : bool
+            On a dask cluster, hand the kernel each worker's blocks as one block (their
+            rows concatenated, the states' rows written back after): a kernel that mixes
+            rows (coordinate descent in a fresh random order) then mixes all of a worker's
+            rows. Run accumulators only. The local backend runs block by block.
 
         Returns
         -------
@@ -478,7 +483,8 @@ class PassScheduler:
             raise InvalidParameterError(f"The 'kernel' parameter of map_reduce must be "
                                         f"callable. Got {kernel!r} instead.")
         if self.remote:
-            return self._map_reduce_remote(kernel, acc, args, states, order, active, rows)
+            return self._map_reduce_remote(kernel, acc, args, states, order, active, rows,
+                                           fuse)
         ids, sweep = self._plan(order, active)
         folder = Folder(acc, len(ids))
         states = tuple(states)
@@ -501,7 +507,8 @@ class PassScheduler:
         self._pending_collect = (rows, collector) if rows is not None else None
         return folder.result()
 
-    def _map_reduce_remote(self, kernel, acc, args, states, order, active, rows) -> dict:
+    def _map_reduce_remote(self, kernel, acc, args, states, order, active, rows,
+                           fuse=False) -> dict:
         """:meth:`map_reduce` on the dask workers (``_dask.py``): the same kernel, the
         workers' run partials folded in block order, per-block partials by rank."""
         if rows is not None:
@@ -510,8 +517,10 @@ class PassScheduler:
         folder = Folder(acc, len(ids))
         ranks = visit_ranks(ids)
         t0 = time.perf_counter()
+        if fuse and any(s.per_block for s in folder.specs.values()):
+            raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
         runs, blocks = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
-                                             folder.specs)
+                                             folder.specs, fuse)
         self.wait_seconds += time.perf_counter() - t0
         for part in runs:
             for k, v in part.items():

@@ -283,6 +283,13 @@ class Solver(abc.ABC):
                                    "descent over resident rows), which a dask cluster's "
                                    "map/reduce passes do not provide")
 
+    def for_cluster(self, store) -> "Solver":
+        """The solver that trains on a dask cluster in this one's place: itself when every
+        pass it makes is a ``map_reduce`` (after :meth:`check_distributed`); the dual CD
+        solvers give their CoCoA+ loop (``_cocoa.py``)."""
+        self.check_distributed(store)
+        return self
+
     def check_distributed(self, store) -> None:
         """Refuse, before the first pass, to run on a dask cluster (``scheduler=``) when the
         solver (with these parameters) needs more than ``map_reduce`` passes."""

@@ -100,6 +100,15 @@ class AVSFSolver(Solver):
         return Problem(loss=self.loss, C=self.C, class_weight=self.class_weight, bias=self.bias,
                        layout="binary" if store.task == "binary" else "ovr")
 
+    def for_cluster(self, store):
+        """On a dask cluster: the CoCoA+ outer loop on the same problem (``_cocoa.py``); the
+        adaptive selection frequencies are not used there."""
+        from ._cocoa import CocoaDual
+        logger.warning("avsf on a dask cluster: the CoCoA+ outer loop of dual coordinate "
+                       "descent, without the adaptive selection frequencies")
+        return CocoaDual(self.name, C=self.C, loss=self.loss, bias=self.bias, tol=self.tol,
+                         max_passes=self.max_passes, class_weight=self.class_weight)
+
     def check_store(self, store) -> None:
         if self.p_min >= self.p_max:
             raise InvalidParameterError(f"The 'p_min' parameter of solver 'avsf' must be below "

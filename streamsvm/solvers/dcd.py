@@ -80,6 +80,12 @@ class DCDSolver(Solver):
         return Problem(loss=self.loss, C=self.C, class_weight=self.class_weight, bias=self.bias,
                        layout="binary" if store.task == "binary" else "ovr")
 
+    def for_cluster(self, store):
+        """On a dask cluster: the CoCoA+ outer loop on the same problem (``_cocoa.py``)."""
+        from ._cocoa import CocoaDual
+        return CocoaDual(self.name, C=self.C, loss=self.loss, bias=self.bias, tol=self.tol,
+                         max_passes=self.max_passes, class_weight=self.class_weight)
+
     # -- setup -------------------------------------------------------------------------
     def start(self, sched) -> None:
         store = sched.store

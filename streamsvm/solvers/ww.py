@@ -77,6 +77,10 @@ class WestonWatkinsSolver(Solver):
               "margin < 1) again and again in RAM while they fit the memory budget"),
     )
 
+    not_distributed = ("its Weston–Watkins block coordinate descent (the Walrus subproblem per "
+                       "row) sweeps blocks in the training process; a CoCoA+ loop for the "
+                       "joint multiclass dual is not built")
+
     def problem(self, store) -> Problem:
         binary = store.task == "binary"
         return Problem(loss="hinge", C=2 * self.C if binary else self.C,

@@ -1,0 +1,85 @@
+"""``tools/bench.py --scheduler STORE``: passes per second on a dask ``LocalCluster`` of 1 and
+2 worker processes (one thread each) against the local backend, and the scaling efficiency.
+
+Each run trains a solver for a fixed number of passes (``tol`` out of reach) with
+``memory`` per worker, so after the first pass every worker serves its blocks from its own
+cache: the rate measures the kernels, the task round trips and the reductions. The rate is
+taken over the passes after the first (from the run's history), and the efficiency of 2
+workers is ``rate(2) / (2 · rate(1))``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+__all__ = ["scheduler_scaling", "scaling_table"]
+
+
+def _rate(history) -> tuple:
+    """Passes per second after the first iteration (passes, seconds)."""
+    first = history[0]
+    last = history[-1]
+    passes = last["passes"] - first["passes"]
+    secs = last["seconds"] - first["seconds"]
+    return (passes / secs if secs > 0 else float("nan")), passes, secs
+
+
+def _run(store, solver, passes, memory, scheduler=None) -> dict:
+    from streamsvm._train import train
+    from streamsvm.exceptions import ConvergenceWarning
+    params = {"alm": dict(solver="alm", inner="cg", tol=1e-12),
+              "dcd": dict(solver="dcd", tol=1e-12), "nesvm": dict(solver="nesvm", tol=1e-12,
+                                                                  lipschitz="trace")}[solver]
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, res = train(store, max_passes=passes, memory=memory, scheduler=scheduler, **params)
+    rate, p, s = _rate(res.history)
+    return {"solver": solver, "seconds": time.perf_counter() - t0, "passes": res.passes,
+            "passes_per_s": rate, "timed_passes": p, "timed_seconds": s,
+            "primal": res.primal, "kind": res.history[-1]["kind"]}
+
+
+def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), passes=8,
+                      memory="4GB") -> dict:
+    """Rows of (solver, backend): passes/s and the efficiency of the largest cluster."""
+    import distributed
+    from streamsvm.io import open_store
+    store = open_store(store_url)
+    rows = []
+    for solver in solvers:
+        if solver != "dcd":         # dcd's local backend runs its own solver, not CoCoA+
+            rows.append(dict(_run(store, solver, passes, memory), backend="local"))
+        for n in workers:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
+                                                   processes=True, dashboard_address=None,
+                                                   worker_dashboard_address=None,
+                                                   memory_limit=0)
+            try:
+                with distributed.Client(cluster) as client:
+                    rows.append(dict(_run(store, solver, passes, memory, client),
+                                     backend=f"dask, {n} worker{'s' if n > 1 else ''}",
+                                     workers=n))
+            finally:
+                cluster.close()
+    for solver in solvers:
+        by = {r.get("workers"): r for r in rows if r["solver"] == solver and "workers" in r}
+        if 1 in by and max(workers) in by and max(workers) > 1:
+            n = max(workers)
+            by[n]["efficiency"] = by[n]["passes_per_s"] / (n * by[1]["passes_per_s"])
+    return {"store": store_url, "n_rows": store.n_rows, "memory": memory, "passes": passes,
+            "rows": rows}
+
+
+def scaling_table(r: dict) -> str:
+    lines = ["| solver | backend | passes | passes/s (after the first) | efficiency | s total |",
+             "| :--- | :--- | ---: | ---: | ---: | ---: |"]
+    for row in r["rows"]:
+        eff = row.get("efficiency")
+        lines.append(f"| {row['solver']} ({row['kind']}) | {row['backend']} | "
+                     f"{row['passes']:.0f} | {row['passes_per_s']:.3f} | "
+                     f"{'' if eff is None else f'{100 * eff:.0f} %'} | {row['seconds']:.1f} |")
+    return "\n".join(lines)
