@@ -23,7 +23,8 @@ __all__ = ["LinearSVC", "WestonWatkinsSVC", "train"]
 
 log = logging.getLogger(__name__)
 
-_RUN = {"memory": "1GB", "random_state": 0, "checkpoint": None, "chunk_rows": 65536}
+_RUN = {"memory": "1GB", "random_state": 0, "checkpoint": None, "chunk_rows": 65536,
+        "scheduler": None}
 
 
 class LinearSVC:
@@ -39,6 +40,9 @@ class LinearSVC:
         Checkpoint directory or URL; ``fit`` resumes from it when it holds a matching one.
     chunk_rows : int, default=65536
         Rows per chunk when fitting on in-memory ``X, y``.
+    scheduler : distributed.Client or str, optional
+        Fit on a dask cluster (a Client or a scheduler address): ``X`` must then be a store
+        path or URL its workers can read (``streamsvm.train``'s ``scheduler``).
     **params
         The solver's parameters; for ``dcd``: ``C`` (1.0), ``loss`` ("squared_hinge" or
         "hinge"), ``bias`` (1.0), ``tol`` (1e-3), ``max_passes`` (200), ``class_weight``,
@@ -72,12 +76,13 @@ class LinearSVC:
     default_solver = "dcd"
 
     def __init__(self, *, solver=None, memory="1GB", random_state=0, checkpoint=None,
-                 chunk_rows=65536, **params):
+                 chunk_rows=65536, scheduler=None, **params):
         self.solver = self.default_solver if solver is None else solver
         self.memory = memory
         self.random_state = random_state
         self.checkpoint = checkpoint
         self.chunk_rows = chunk_rows
+        self.scheduler = scheduler
         for k, v in params.items():
             setattr(self, k, v)
         self._given = set(params)
@@ -134,7 +139,8 @@ class LinearSVC:
                                         f"instead.")
         model, result = train(store, solver=self.solver, memory=self.memory,
                               seed=self.random_state, checkpoint=self.checkpoint,
-                              resume=self.checkpoint is not None, **self._solver_params())
+                              resume=self.checkpoint is not None, scheduler=self.scheduler,
+                              **self._solver_params())
         if isinstance(model, list):            # a path of C values (nesvm's C_path)
             self.path_ = {m.params["C"]: type(self).from_model(m) for m in model}
             model = model[-1]

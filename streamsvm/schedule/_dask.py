@@ -138,7 +138,10 @@ class DaskBackend(Backend):
                 pass
             for w, f in list(pending.items()):
                 if f.status == "finished":
-                    out[w] = f.result()
+                    try:        # held by its worker: lost with it if it dies meanwhile
+                        out[w] = f.result(timeout=_POLL_SECONDS)
+                    except (TimeoutError, distributed.TimeoutError):
+                        continue
                     del pending[w]
                 elif f.status == "error":
                     for g in pending.values():

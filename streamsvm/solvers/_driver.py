@@ -104,18 +104,13 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
                     # an estimate, or an exact certificate of an older iterate than the newest
                     if not r.history[-1]["exact"] or solver.stale:
                         _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
+                if remote and not r.done and len(r.history) % _SNAPSHOT_EVERY == 0:
+                    snapshot = _snapshot(solver, sched, r, t0)
             except WorkerLostError as exc:
                 if snapshot is None:
                     raise
-                sched.rebalance()         # raises when no worker is left
-                log.warning("%s; resuming from the snapshot after iteration %d (pass %.2f) "
-                            "on the %d workers left", exc, len(snapshot[0]["history.kind"]),
-                            snapshot[1]["driver"]["saved_passes"], len(sched.workers))
-                r.done = r.converged = False
-                _restore(solver, sched, r, *snapshot)
+                _recover(solver, sched, r, snapshot, exc)
                 continue
-            if remote and not r.done and len(r.history) % _SNAPSHOT_EVERY == 0:
-                snapshot = _snapshot(solver, sched, r, t0)
             if r.done:
                 break
             due = (every_passes and sched.passes - r.saved_passes >= every_passes) or \
@@ -182,6 +177,22 @@ def iteration_seconds(history: list) -> list:
 
 
 # -- checkpoints ---------------------------------------------------------------------------
+
+def _recover(solver, sched, r, snapshot, exc) -> None:
+    """A worker left: the blocks spread over the workers left and the run restored from
+    ``snapshot`` (again if another one leaves meanwhile; raises when none is left)."""
+    while True:
+        sched.rebalance()
+        log.warning("%s; resuming from the snapshot after iteration %d (pass %.2f) on the %d "
+                    "workers left", exc, len(snapshot[0]["history.kind"]),
+                    snapshot[1]["driver"]["saved_passes"], len(sched.workers))
+        try:
+            r.done = r.converged = False
+            _restore(solver, sched, r, *snapshot)
+            return
+        except WorkerLostError as again:
+            exc = again
+
 
 def _snapshot(solver, sched, r, t0) -> tuple:
     """``(arrays, meta)``: everything a resume needs (a checkpoint's content), copied."""

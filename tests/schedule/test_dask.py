@@ -257,3 +257,12 @@ def test_cocoa_on_one_partition_is_plain_dual_cd(easy_store):
     W, b = res.coef[0], res.intercept[0]
     obj = 0.5 * (W @ W + b * b) + np.maximum(0, 1 - y * (X @ W + b)).sum()
     assert obj == pytest.approx(res.primal, rel=1e-6)       # (the store holds float32)
+
+
+def test_estimator_fits_on_the_cluster(cluster, easy_store):
+    import streamsvm as ss
+    store = easy_store[0]
+    est = ss.LinearSVC(solver="alm", scheduler=cluster, memory="64MB").fit(store.url)
+    ref = ss.LinearSVC(solver="alm", memory="64MB").fit(store.url)
+    assert est.get_params()["scheduler"] is cluster
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-6 * np.abs(ref.coef_).max())
