@@ -302,6 +302,17 @@ def m_streamsvm(spec, out: _Out):
 
 # LIBLINEAR -----------------------------------------------------------------------------------
 
+def _libc_srand(seed: int) -> None:
+    """Reset the C library's ``rand()`` stream (LIBLINEAR's coordinate orders) where libc is
+    loadable."""
+    import ctypes
+    import ctypes.util
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or None).srand(seed)
+    except (OSError, AttributeError):
+        pass
+
+
 def m_liblinear(spec, out: _Out):
     from liblinear import liblinear as ll
     from liblinear import liblinearutil as lu
@@ -317,6 +328,8 @@ def m_liblinear(spec, out: _Out):
     for e in spec["eps"]:
         def fit(e=e):
             lines.clear()
+            _libc_srand(1)      # LIBLINEAR draws its orders from libc's rand(): the same
+            #                     stream in every fit, whatever ran in this process before
             param = ll.parameter(f"-s {s} -c {spec['C']!r} -B 1 -e {e!r}")
             param.print_func = printer
             return lu.train(prob, param)
