@@ -237,8 +237,9 @@ class DaskBackend(Backend):
 
     def close(self) -> None:
         try:
+            alive = set(self.alive())
             futures = {w: self._submit(_worker_drop, w, self.key, None)
-                       for w in range(len(self.workers)) if self.workers[w] in self.alive()}
+                       for w in range(len(self.workers)) if self.workers[w] in alive}
             self._gather(futures)
         except Exception as exc:        # the run's result stands; say what was left behind
             log.warning("dask backend: could not free the workers' state of run %s: %s",
@@ -317,17 +318,16 @@ def _worker_pass(key, store, layout, memory, visits, sweep, kernel, args, specs,
             for j, v in enumerate(vs):
                 v[...] = views[j][start:start + blk.n_rows]
             start += blk.n_rows
-        blocks = ()
-        visits = ()
-    for (b, rank, position), block in zip(visits, be.iter_blocks(ids) if visits else ()):
-        block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
-        views = tuple(_state_view(ctx, s, block) for s in states)
-        acc = dict(run)
-        acc.update({k: s.new() for k, s in specs.items() if s.per_block})
-        t0 = time.perf_counter()
-        kernel(block, views, args, acc)
-        t_kernel += time.perf_counter() - t0
-        per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
+    else:
+        for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
+            block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
+            views = tuple(_state_view(ctx, s, block) for s in states)
+            acc = dict(run)
+            acc.update({k: s.new() for k, s in specs.items() if s.per_block})
+            t0 = time.perf_counter()
+            kernel(block, views, args, acc)
+            t_kernel += time.perf_counter() - t0
+            per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
     stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
              "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel}
     return run, per_block, stats

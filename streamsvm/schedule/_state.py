@@ -148,13 +148,17 @@ class RowState:
 
     def load_array(self, array) -> None:
         """Overwrite the whole state from ``array`` of shape ``self.shape`` (from a checkpoint)."""
+        np.copyto(self._data(), self._checked(array), casting="same_kind")
+
+    def _checked(self, array) -> np.ndarray:
+        """``array`` as an ndarray of this state's shape and a castable dtype."""
         array = np.asarray(array)
         if array.shape != self.shape or not np.can_cast(array.dtype, self.dtype, "same_kind"):
             raise InvalidParameterError(
                 f"The 'array' parameter of RowState.load_array for state {self.name!r} must "
                 f"have shape {self.shape} and a dtype castable to {self.dtype}. Got shape "
                 f"{array.shape} and dtype {array.dtype} instead.")
-        np.copyto(self._data(), array, casting="same_kind")
+        return array
 
     def drop_pages(self, block) -> None:
         """Unmap a spilled state's pages of ``block``'s rows from this process (no-op in
@@ -236,13 +240,8 @@ class RemoteRowState(RowState):
         return self._backend.gather_state(self.name, self.shape, self.dtype)
 
     def load_array(self, array) -> None:
-        array = np.asarray(array)
-        if array.shape != self.shape or not np.can_cast(array.dtype, self.dtype, "same_kind"):
-            raise InvalidParameterError(
-                f"The 'array' parameter of RowState.load_array for state {self.name!r} must "
-                f"have shape {self.shape} and a dtype castable to {self.dtype}. Got shape "
-                f"{array.shape} and dtype {array.dtype} instead.")
-        self._backend.scatter_state(self.name, array.astype(self.dtype, copy=False))
+        self._backend.scatter_state(self.name,
+                                    self._checked(array).astype(self.dtype, copy=False))
 
     def drop_pages(self, block) -> None:
         pass
