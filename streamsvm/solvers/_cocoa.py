@@ -7,9 +7,10 @@ with ``w = Σ α y x̄``). Each worker is one partition (its blocks, ``K`` parti
 iteration is one pass: every worker runs one epoch of dual coordinate descent over its rows
 (each block's rows in a seeded random order) on the local subproblem with the safe
 ``σ' = K``, against ``w`` plus its own accumulated change ``Δw_k`` (a run accumulator of the
-scheduler); each worker's rows are mixed in one fresh random order per pass (``fuse``: dual
-CD over fixed blocks visited in turn needed 3–10× the passes on a9a — rows kept in the same
-neighbourhood pass after pass); then ``w ← w + Σ_k Δw_k``
+scheduler); each worker's rows are mixed in one fresh random order per pass (``fuse``: in
+throw-away experiments on a9a, dual CD over fixed blocks visited in turn, rows kept in the
+same neighbourhood pass after pass, needed several times the passes; not a tool in tools/);
+then ``w ← w + Σ_k Δw_k``
 (aggregation by adding, γ = 1). The duals ``α`` are per-row state kept by the worker that
 owns the block (``kernels/_cocoa.py``).
 
