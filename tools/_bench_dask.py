@@ -6,6 +6,11 @@ Each run trains a solver for a fixed number of passes (``tol`` out of reach) wit
 cache: the rate measures the kernels, the task round trips and the reductions. The rate is
 taken over the passes after the first (from the run's history), and the efficiency of 2
 workers is ``rate(2) / (2 · rate(1))``.
+
+With ``--tol``, every run goes to that certified gap instead (``--max-passes`` its cap):
+the passes and seconds a solver needs on the cluster next to the local backend (for the
+dual solvers: their CoCoA+ loop against the local solver's own, shrinking and RAM slab
+included).
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ def _rate(history) -> tuple:
     return (passes / secs if secs > 0 else float("nan")), passes, secs
 
 
-def _run(store, solver, passes, memory, scheduler=None) -> dict:
+_PARAMS = {"alm": dict(solver="alm", inner="cg"), "dcd": dict(solver="dcd"),
+           "nesvm": dict(solver="nesvm", lipschitz="trace"),
+           "ww": dict(solver="ww", gap_decay=0.0)}
+
+
+def _run(store, solver, passes, memory, scheduler=None, tol=None, C=1.0) -> dict:
     from streamsvm._train import train
     from streamsvm.exceptions import ConvergenceWarning
-    params = {"alm": dict(solver="alm", inner="cg", tol=1e-12),
-              "dcd": dict(solver="dcd", tol=1e-12), "nesvm": dict(solver="nesvm", tol=1e-12,
-                                                                  lipschitz="trace")}[solver]
+    params = dict(_PARAMS[solver], tol=tol or 1e-12, C=C)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -38,19 +46,27 @@ def _run(store, solver, passes, memory, scheduler=None) -> dict:
     rate, p, s = _rate(res.history)
     return {"solver": solver, "seconds": time.perf_counter() - t0, "passes": res.passes,
             "passes_per_s": rate, "timed_passes": p, "timed_seconds": s,
-            "primal": res.primal, "kind": res.history[-1]["kind"]}
+            "primal": res.primal, "gap": res.stop_value, "converged": res.converged,
+            "kind": res.history[-1]["kind"]}
 
 
 def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), passes=8,
-                      memory="4GB") -> dict:
-    """Rows of (solver, backend): passes/s and the efficiency of the largest cluster."""
+                      memory="4GB", tol=None, C=1.0) -> dict:
+    """Rows of (solver, backend): passes/s and the efficiency of the largest cluster (with
+    ``tol``: the passes and seconds to that gap)."""
+    bad = [s for s in solvers if s not in _PARAMS]
+    if bad:
+        raise SystemExit(f"--dask-solvers: unknown solver {bad[0]!r} (choose from "
+                         f"{', '.join(_PARAMS)})")
     import distributed
     from streamsvm.io import open_store
     store = open_store(store_url)
     rows = []
     for solver in solvers:
-        if solver != "dcd":         # dcd's local backend runs its own solver, not CoCoA+
-            rows.append(dict(_run(store, solver, passes, memory), backend="local"))
+        # the dual solvers' local backend runs their own solver, not CoCoA+: only to a tol
+        if tol is not None or solver not in ("dcd", "ww"):
+            rows.append(dict(_run(store, solver, passes, memory, None, tol, C),
+                             backend="local"))
         for n in workers:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -60,7 +76,7 @@ def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), pa
                                                    memory_limit=0)
             try:
                 with distributed.Client(cluster) as client:
-                    rows.append(dict(_run(store, solver, passes, memory, client),
+                    rows.append(dict(_run(store, solver, passes, memory, client, tol, C),
                                      backend=f"dask, {n} worker{'s' if n > 1 else ''}",
                                      workers=n))
             finally:
@@ -71,10 +87,18 @@ def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), pa
             n = max(workers)
             by[n]["efficiency"] = by[n]["passes_per_s"] / (n * by[1]["passes_per_s"])
     return {"store": store_url, "n_rows": store.n_rows, "memory": memory, "passes": passes,
-            "rows": rows}
+            "tol": tol, "C": C, "rows": rows}
 
 
 def scaling_table(r: dict) -> str:
+    if r.get("tol") is not None:
+        lines = [f"| solver | backend | passes to gap {r['tol']:g} | gap | s total | primal |",
+                 "| :--- | :--- | ---: | ---: | ---: | ---: |"]
+        for row in r["rows"]:
+            lines.append(f"| {row['solver']} ({row['kind']}) | {row['backend']} | "
+                         f"{row['passes']:.0f}{'' if row['converged'] else ' (cap)'} | "
+                         f"{row['gap']:.2e} | {row['seconds']:.1f} | {row['primal']:.6f} |")
+        return "\n".join(lines)
     lines = ["| solver | backend | passes | passes/s (after the first) | efficiency | s total |",
              "| :--- | :--- | ---: | ---: | ---: | ---: |"]
     for row in r["rows"]:

@@ -1296,7 +1296,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", metavar="STORE",
                    help="passes/s of alm and dcd (CoCoA+) on a dask LocalCluster of 1 and 2 "
                         "worker processes against the local backend (tools/_bench_dask.py); "
-                        "--max-passes (default 8) and --memory (per worker)")
+                        "--max-passes (default 8), --memory (per worker), --dask-solvers; "
+                        "with --tol: the passes and seconds to that gap instead")
+    p.add_argument("--dask-solvers", default="alm,dcd", metavar="LIST",
+                   help="with --scheduler: the solvers to run, comma-separated (alm, dcd, "
+                        "nesvm, ww; default alm,dcd)")
+    p.add_argument("--dask-C", type=float, default=1.0, metavar="C",
+                   help="with --scheduler: the cost C of every run (default 1)")
     p.add_argument("--checks-cost", metavar="STORE",
                    help="time dcd's streamed sweeps over STORE with and without the store's "
                         "integrity checks, in alternation (--repeat rounds, default 6)")
@@ -1360,7 +1366,8 @@ def main(argv=None) -> int:
     if args.scheduler:
         from tools._bench_dask import scaling_table, scheduler_scaling
         r = scheduler_scaling(args.scheduler, passes=int(args.max_passes or 8),
-                              memory=args.memory)
+                              memory=args.memory, tol=args.tol, C=args.dask_C,
+                              solvers=tuple(s.strip() for s in args.dask_solvers.split(",")))
         r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
                  machine=machine_info(), versions=versions())
         out_dir = args.out or os.path.join(ROOT, "bench-out", "scheduler")

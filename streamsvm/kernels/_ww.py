@@ -28,7 +28,7 @@ import numpy as np
 from ._csr import row_axpys, row_dots, row_dots2
 from ._jit import kernel, kernel_inline
 
-__all__ = ["walrus", "ww_epoch", "ww_scores_loss"]
+__all__ = ["walrus", "ww_cocoa", "ww_epoch", "ww_scores_loss"]
 
 
 @kernel_inline
@@ -154,6 +154,50 @@ def _ww_loss(z, y, k):
     return loss
 
 
+@kernel_inline
+def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
+    """The exact step of row ``i``'s block of the dual at scores ``z`` (bias included) with
+    curvature ``qi`` (``‖x̄_i‖²``, times ``σ'`` in CoCoA+): ``β_i`` and ``γ_i`` updated, ``dW``
+    (k,) set to the change of the row's coefficients in W's columns, ``out[3]`` raised to the
+    largest projected gradient. Returns 0 when the row is skipped (β = 0 and every margin ≥
+    1: no solve), 1 when β did not change, 2 when it did, 3 when ``x̄_i = 0`` (spec §7.5:
+    β = C exactly, W does not move)."""
+    k = z.shape[0]
+    if qi == 0.0:
+        for s in range(k - 1):
+            beta[i, s] = Ci
+        gamma[i] = Ci * (k - 1)
+        return 3
+    zy = z[yi]
+    gi = gamma[i]
+    pos = False
+    for s in range(k - 1):
+        c = _slot_class(s, yi)
+        g = (zy - z[c]) - 1.0                   # the D2 gradient of slot s
+        bs = beta[i, s]
+        pg = g if 0.0 < bs < Ci else (min(g, 0.0) if bs <= 0.0 else max(g, 0.0))
+        if abs(pg) > out[3]:
+            out[3] = abs(pg)
+        v[s] = bs + gi - g / qi
+        if v[s] > 0.0:
+            pos = True
+    if gi == 0.0 and not pos:                   # β_i = 0 and every margin ≥ 1: b = 0
+        return 0
+    gnew = walrus(v, Ci, b, (heap, vs, P))
+    changed = False
+    tot = 0.0
+    for s in range(k - 1):
+        delta = b[s] - beta[i, s]
+        dW[_slot_class(s, yi)] = -delta
+        tot += delta
+        if delta != 0.0:
+            changed = True
+        beta[i, s] = b[s]
+    dW[yi] = tot
+    gamma[i] = gnew
+    return 2 if changed else 1
+
+
 @kernel
 def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """One sweep of block coordinate descent over the rows ``order`` of one block, with the
@@ -200,50 +244,64 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
                 zp[c] += B * Wprev[d, c]
             out[0] += Ci * _ww_loss(zp, yi, k)
         active[i] = 1
-        if q[i] == 0.0:                         # x̄_i = 0 (spec §7.5): β_i = C exactly
-            for s in range(k - 1):
-                beta[i, s] = Ci
-            gamma[i] = Ci * (k - 1)
-            continue
-        if not evaluate:
+        if not evaluate and q[i] != 0.0:
             row_dots(X, unit, i, W, z)
         for c in range(k):
             z[c] += B * W[d, c]
-        zy = z[yi]
-        gi = gamma[i]
-        pos = False
-        for s in range(k - 1):
-            c = _slot_class(s, yi)
-            g = (zy - z[c]) - 1.0               # the D2 gradient of slot s
-            bs = beta[i, s]
-            pg = g if 0.0 < bs < Ci else (min(g, 0.0) if bs <= 0.0 else max(g, 0.0))
-            if abs(pg) > out[3]:
-                out[3] = abs(pg)
-            v[s] = bs + gi - g / q[i]
-            if v[s] > 0.0:
-                pos = True
-        if gi == 0.0 and not pos:               # β_i = 0 and every margin ≥ 1: b = 0
-            active[i] = 0
-            continue
-        gnew = walrus(v, Ci, b, (heap, vs, P))
-        changed = False
-        tot = 0.0
-        for s in range(k - 1):
-            delta = b[s] - beta[i, s]
-            dW[_slot_class(s, yi)] = -delta
-            tot += delta
-            if delta != 0.0:
-                changed = True
-            beta[i, s] = b[s]
-        dW[yi] = tot
-        gamma[i] = gnew
-        if changed:
+        step = _ww_row(i, yi, Ci, q[i], z, beta, gamma, v, b, dW, heap, vs, P, out)
+        if step == 2:
             row_axpys(X, unit, i, dW, W)
             for c in range(k):
                 W[d, c] += B * dW[c]
             out[2] += 1.0
-        elif shrink:                            # at its block's minimum: out of this round
+        elif step == 0 or (step == 1 and shrink):   # skipped, or at its block's minimum
             active[i] = 0
+    for t in range(order.shape[0]):
+        out[1] += gamma[order[t]]
+
+
+@kernel
+def ww_cocoa(X, unit, y, q, order, state, model, scratch, out_dW, out):
+    """One epoch of CoCoA+'s local solver for the Weston–Watkins dual over the rows ``order``
+    (``solvers/_ww_cocoa.py``): each row's block minimized exactly (Walrus) on the local
+    subproblem with the safe ``σ'``: scores at ``W + σ'·ΔW``, curvature ``σ'‖x̄_i‖²``; the
+    change of the weights goes into ``ΔW`` only (``W`` is the pass's start, read-only).
+    With ``σ' = 1`` and one partition this is :func:`ww_epoch`'s sweep.
+
+    Parameters
+    ----------
+    X, unit, y, q, order
+        As in :func:`ww_epoch`.
+    state : tuple (beta, gamma)
+    model : tuple (W, Cy, B, sigma)
+    scratch : tuple (z, zd, v, b, dW, heap, vs, P)
+        As :func:`ww_epoch`'s (``zd`` in ``zp``'s place).
+    out_dW : ndarray of shape (n_features + 1, k)
+        The partition's ``ΔW`` (read and added to).
+    out : ndarray of shape (4,)
+        Added into: [0] ``Σ C_i ·`` WW hinge loss at ``W``, [1] ``Σ γ_i`` after the
+        sweep, [2] rows whose β changed, [3] the largest projected-gradient entry.
+    """
+    beta, gamma = state
+    W, Cy, B, sigma = model
+    z, zd, v, b, dW, heap, vs, P = scratch
+    k = W.shape[1]
+    d = W.shape[0] - 1
+    for t in range(order.shape[0]):
+        i = order[t]
+        yi = y[i]
+        Ci = Cy[yi]
+        row_dots2(X, unit, i, W, out_dW, z, zd)
+        for c in range(k):
+            z[c] += B * W[d, c]
+        out[0] += Ci * _ww_loss(z, yi, k)
+        for c in range(k):
+            z[c] += sigma * (zd[c] + B * out_dW[d, c])
+        if _ww_row(i, yi, Ci, sigma * q[i], z, beta, gamma, v, b, dW, heap, vs, P, out) == 2:
+            row_axpys(X, unit, i, dW, out_dW)
+            for c in range(k):
+                out_dW[d, c] += B * dW[c]
+            out[2] += 1.0
     for t in range(order.shape[0]):
         out[1] += gamma[order[t]]
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError, StoreError
 from ..io import Chunk
+from ._reduce import reduction_groups
 
 __all__ = ["Block", "BlockLayout"]
 
@@ -110,3 +111,11 @@ class BlockLayout:
     def sizes(self) -> np.ndarray:
         """Rows of each block, shape (n_blocks,)."""
         return self.stop - self.start
+
+    @property
+    def groups(self) -> np.ndarray:
+        """Reduction group of each block, shape (n_blocks,): the unit in which run
+        accumulators combine and a dask cluster places blocks (``_reduce.py``)."""
+        if getattr(self, "_groups", None) is None:
+            self._groups = reduction_groups(self.sizes)
+        return self._groups

@@ -1,7 +1,7 @@
 """The ``dask.distributed`` backend (DESIGN.md §4): passes run on a cluster's workers.
 
-Blocks are split into contiguous ranges, one per worker (balanced by rows; stable for the
-run, rebalanced only when a worker leaves). A pass submits one task per worker that owns
+Reduction groups of blocks (``_reduce.py``) are split into contiguous ranges, one per worker
+(balanced by rows; stable for the run, rebalanced only when a worker leaves). A pass submits one task per worker that owns
 visited blocks; the worker
 
 * reads its blocks from the store itself (the store object carries its URL and storage
@@ -10,12 +10,14 @@ visited blocks; the worker
   less its states);
 * keeps the per-row state of the blocks it owns (created on first use, in its memory);
 * runs the same module-level kernel as the local backend on each block, in visiting order,
-  adding into its own run accumulators, and returns them with the per-block partials.
+  adding into its groups' run accumulators, folds them along the reduction tree as far as
+  its own groups allow, and returns those subtrees with the per-block partials.
 
-The client folds the workers' run accumulators worker by worker in block order (the first
-block each owns) and the per-block partials by rank, as the local backend does: a run gives
-the same numbers every time on the same cluster shape, and the same numbers as the local
-backend up to the order of floating-point sums (one partial per worker instead of one).
+The client completes the tree and folds the per-block partials by rank, as the local
+backend does: a map/reduce pass gives bit-for-bit the numbers of the local backend, on any
+number of workers. A fused pass (``fuse=True``: each worker's blocks as one, for CoCoA+)
+adds the workers' run arrays in block order instead; its results depend on the cluster
+shape by construction.
 
 A worker that leaves during a pass makes the pass fail with
 :class:`~streamsvm.exceptions.WorkerLostError` (the tasks pinned to it would wait forever:
@@ -35,6 +37,7 @@ import numpy as np
 from ..exceptions import InvalidParameterError, WorkerLostError
 from ._backend import Backend
 from ._cache import BlockCache
+from ._reduce import GroupRuns
 
 __all__ = ["DaskBackend", "connect"]
 
@@ -108,15 +111,19 @@ class DaskBackend(Backend):
         return sorted(self.client.scheduler_info()["workers"])
 
     def rebalance(self) -> None:
-        """Blocks split into contiguous ranges of about equal rows, one per live worker."""
+        """Reduction groups split into contiguous ranges of about equal rows, one per live
+        worker (at most one worker per group: more stay idle)."""
         workers = self.alive()
         if not workers:
             raise WorkerLostError("the dask cluster has no workers left", self.workers)
-        sizes = self.layout.sizes.astype(np.float64)
+        groups = self.layout.groups
+        n_groups = int(groups.max()) + 1 if len(groups) else 1
+        sizes = np.bincount(groups, weights=self.layout.sizes, minlength=n_groups)
         cum = np.cumsum(sizes) - 0.5 * sizes
         total = max(float(sizes.sum()), 1.0)
-        self.owner = np.minimum((cum / total * len(workers)).astype(np.int64),
-                                len(workers) - 1)
+        used = min(len(workers), n_groups)
+        per_group = np.minimum((cum / total * used).astype(np.int64), used - 1)
+        self.owner = per_group[groups] if len(groups) else np.zeros(0, dtype=np.int64)
         self.workers = workers
         log.info("dask backend: %d blocks on %d workers", self.layout.n_blocks, len(workers))
 
@@ -161,28 +168,29 @@ class DaskBackend(Backend):
     def map_ids(self, kernel, ids, ranks, sweep: int, states, args, specs: dict,
                 fuse: bool = False):
         """Run ``kernel`` on the blocks ``ids`` (visiting order, ``ranks`` their fold ranks)
-        on their owners; returns ``(run partials in worker order, {rank: per-block
-        partials})`` (:meth:`PassScheduler.map_reduce`). ``fuse``: each worker hands the
-        kernel its blocks as one (their rows concatenated, state written back after)."""
+        on their owners; returns, worker by worker in block order, ``(complete subtrees of
+        run arrays, fused run arrays, {rank: per-block partials})``
+        (:meth:`PassScheduler.map_reduce`). ``fuse``: each worker hands the kernel its
+        blocks as one (their rows concatenated, state written back after)."""
         by_worker: dict = {}
         for position, (b, rank) in enumerate(zip(ids.tolist(), ranks.tolist())):
             by_worker.setdefault(int(self.owner[b]), []).append((b, rank, position))
         st = tuple((s.name,) + self.specs[s.name] for s in states)
         futures = {w: self._submit(_worker_pass, w, self.key, self.store, self.layout,
-                                   self.memory, visits, sweep, kernel, args, specs, st, fuse)
+                                   self.memory, ids, visits, sweep, kernel, args, specs, st,
+                                   fuse)
                    for w, visits in by_worker.items()}
         results = self._gather(futures)
         order = sorted(results, key=lambda w: min(v[0] for v in by_worker[w]))
-        runs, blocks = [], {}
+        parts = []
         for w in order:
-            run, per_block, stats = results[w]
-            runs.append(run)
-            blocks.update(per_block)
+            nodes, run, per_block, stats = results[w]
+            parts.append((nodes, run, per_block))
             self.store_reads += stats["store_reads"]
             self.cache_hits += stats["cache_hits"]
             self.bytes_read += stats["bytes_read"]
             self.kernel_seconds += stats["kernel_seconds"]
-        return runs, blocks
+        return parts
 
     def iter_blocks(self, ids, source=None):
         raise InvalidParameterError(
@@ -293,14 +301,17 @@ def _fused(blocks, views_of):
     return one, views, per
 
 
-def _worker_pass(key, store, layout, memory, visits, sweep, kernel, args, specs, states,
-                 fuse=False):
-    """One worker's share of a pass (module doc): ``(run accumulators, {rank: per-block
-    accumulators}, counters)``."""
+def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args, specs,
+                 states, fuse=False):
+    """One worker's share of a pass (module doc): ``(complete subtrees of run arrays,
+    fused run arrays, {rank: per-block accumulators}, counters)``; ``all_ids`` are the
+    whole pass's visits (which groups the tree waits for)."""
     ctx = _context(key, store, layout, memory)
     be = ctx.backend
     before = (be.store_reads, be.cache_hits, be.bytes_read)
-    run = {k: s.new() for k, s in specs.items() if not s.per_block}
+    run_specs = {k: s for k, s in specs.items() if not s.per_block}
+    runs = GroupRuns(run_specs, all_ids, layout.groups)
+    run = {k: s.new() for k, s in run_specs.items()} if fuse else None
     per_block = {}
     ids = [b for b, _, _ in visits]
     t_kernel = 0.0
@@ -322,15 +333,16 @@ def _worker_pass(key, store, layout, memory, visits, sweep, kernel, args, specs,
         for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
             block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
             views = tuple(_state_view(ctx, s, block) for s in states)
-            acc = dict(run)
+            acc = dict(runs.arrays(b))
             acc.update({k: s.new() for k, s in specs.items() if s.per_block})
             t0 = time.perf_counter()
             kernel(block, views, args, acc)
             t_kernel += time.perf_counter() - t0
+            runs.done(b)
             per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
     stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
              "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel}
-    return run, per_block, stats
+    return runs.nodes(), run, per_block, stats
 
 
 def _worker_get_state(key, name):

@@ -235,10 +235,10 @@ class LocalBackend(Backend):
         """Run ``kernel`` on every block in this thread (see :class:`Backend`)."""
         for block in blocks:
             v = views(block)
-            acc = folder.arrays()
+            acc = folder.arrays(block.id)
             t0 = time.perf_counter()
             kernel(block, v, args, acc)
             self.kernel_seconds += time.perf_counter() - t0
-            folder.done(block.rank, acc)
+            folder.done(block.id, block.rank, acc)
             if after is not None:
                 after(block, v)

@@ -471,13 +471,16 @@ class PassScheduler:
             On a dask cluster, hand the kernel each worker's blocks as one block (their
             rows concatenated, the states' rows written back after): a kernel that mixes
             rows (coordinate descent in a fresh random order) then mixes all of a worker's
-            rows. Run accumulators only. The local backend runs block by block.
+            rows. Run accumulators only. The local backend runs block by block, all
+            blocks adding into one set of run arrays (one reduction group).
 
         Returns
         -------
         dict of str to ndarray
-            The accumulators after the pass (run accumulators in visiting order, per-block
-            ones folded by (block id, occurrence): see ``_reduce.py``).
+            The accumulators after the pass (run accumulators by reduction group in
+            visiting order, the groups combined along a fixed pairwise tree; per-block
+            ones folded by (block id, occurrence): see ``_reduce.py``). The same bits on
+            every backend and cluster shape (a fused pass excepted).
         """
         if not callable(kernel):
             raise InvalidParameterError(f"The 'kernel' parameter of map_reduce must be "
@@ -486,7 +489,7 @@ class PassScheduler:
             return self._map_reduce_remote(kernel, acc, args, states, order, active, rows,
                                            fuse)
         ids, sweep = self._plan(order, active)
-        folder = Folder(acc, len(ids))
+        folder = Folder(acc, ids, self._layout.groups, fuse)
         states = tuple(states)
         collector = rows.collector() if rows is not None else None
         after = None
@@ -510,23 +513,26 @@ class PassScheduler:
     def _map_reduce_remote(self, kernel, acc, args, states, order, active, rows,
                            fuse=False) -> dict:
         """:meth:`map_reduce` on the dask workers (``_dask.py``): the same kernel, the
-        workers' run partials folded in block order, per-block partials by rank."""
+        workers' complete subtrees of run arrays merged along the pairwise tree (fused:
+        their run arrays added in block order), per-block partials by rank."""
         if rows is not None:
             self._backend.iter_blocks(())           # resident rows: not on a cluster
         ids, sweep = self._plan(order, active)
-        folder = Folder(acc, len(ids))
+        folder = Folder(acc, ids, self._layout.groups, fuse)
         ranks = visit_ranks(ids)
         t0 = time.perf_counter()
         if fuse and any(s.per_block for s in folder.specs.values()):
             raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
-        runs, blocks = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
-                                             folder.specs, fuse)
+        parts = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
+                                      folder.specs, fuse)
         self.wait_seconds += time.perf_counter() - t0
-        for part in runs:
-            for k, v in part.items():
-                folder.specs[k].fold(folder.totals[k], v)
-        for rank in sorted(blocks):
-            folder.done(rank, blocks[rank])
+        for nodes, run, blocks in parts:
+            if fuse:
+                folder.add_run(run)
+            else:
+                folder.add_nodes(nodes)
+            for rank in sorted(blocks):
+                folder.fold_block(rank, blocks[rank])
         self.rows_visited += int(self._layout.sizes[ids].sum())
         self.blocks_visited += len(ids)
         self._pending_collect = None

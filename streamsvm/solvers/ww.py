@@ -35,6 +35,9 @@ the slab holds every row (the sweeps visit the active ones), and where the sweep
 gap of the newest weights is evaluated from the slab alone: exact, so a run can end there
 without another pass over the store (history kind ``slab``).
 
+On a dask cluster (``scheduler=``) ``ww`` runs the CoCoA+ outer loop of ``_ww_cocoa.py``
+instead: the same problem and certificate, other iterates.
+
 Two classes (a binary store): Weston–Watkins with ``C`` is the binary hinge SVM with
 ``2C`` (spec §7.12): ``u = w_+ − w_−`` is returned as a binary model and declared as that
 problem, so its objective is ``2·P(W)`` and predictions are the same.
@@ -77,9 +80,13 @@ class WestonWatkinsSolver(Solver):
               "margin < 1) again and again in RAM while they fit the memory budget"),
     )
 
-    not_distributed = ("its Weston–Watkins block coordinate descent (the Walrus subproblem per "
-                       "row) sweeps blocks in the training process; a CoCoA+ loop for the "
-                       "joint multiclass dual is not built")
+    state_version = 1
+
+    def for_cluster(self, store):
+        """On a dask cluster: the CoCoA+ outer loop on the same problem
+        (``_ww_cocoa.py``)."""
+        from ._ww_cocoa import WestonWatkinsCocoa
+        return WestonWatkinsCocoa(**self.get_params())
 
     def problem(self, store) -> Problem:
         binary = store.task == "binary"
@@ -95,26 +102,9 @@ class WestonWatkinsSolver(Solver):
                 f"({store.classes[0]!r})")
 
     def start(self, sched) -> None:
-        store = sched.store
-        self.binary = store.task == "binary"
-        k = self.k = 2 if self.binary else len(store.classes)
-        D1 = sched.n_features + 1
-        sched.check_budget("ww", {"the weights (newest, previous pass's, certified)":
-                                  3 * 8 * D1 * k})
-        # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
-        Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
-                            np.asarray(store.classes), store.label_counts)
-        self.Cy = np.ascontiguousarray(np.resize(Cp, k), dtype=np.float64)
-        self.unit = bool(getattr(store, "binary_values", False))
-        self.beta = sched.state("ww.beta", np.float64, width=k - 1)
-        self.gamma = sched.state("ww.gamma", np.float64)
+        k = self._start_common(sched, "the weights (newest, previous pass's, certified)")
         self.act = sched.state("ww.active", np.uint8, fill=1)
-        self.W = np.zeros((D1, k))          # the newest weights
-        self.Wcert = np.zeros((D1, k))      # the last certified iterate (the model returned)
-        self.gsum = np.zeros(1)             # Σ γ at the end of the last pass
-        self.cert = np.array([np.inf, -np.inf, np.inf])    # primal, dual, gap of Wcert
-        self.gap1 = np.full(1, np.nan)      # the gap after the first outer iteration
-        self.epochs = self.sweeps = 0
+        self.sweeps = 0
         # the active rows, kept in RAM between passes (their β, γ and flags copied there)
         self.rows = sched.resident_rows(
             self.act, (self.beta, self.gamma, self.act),
@@ -125,6 +115,30 @@ class WestonWatkinsSolver(Solver):
         self.whole = self.slab and self.rows.fits_ram()
         if self.whole:
             self.rows.collect_to = "ram"
+
+    def _start_common(self, sched, weights: str) -> int:
+        """What the local loop and the cluster's CoCoA+ loop (``_ww_cocoa.py``) share: the
+        classes and their costs, β and γ, the weights (three (n_features + 1) × k arrays,
+        ``weights`` says which, charged to the budget) and the certificate; returns k."""
+        store = sched.store
+        self.binary = store.task == "binary"
+        k = self.k = 2 if self.binary else len(store.classes)
+        D1 = sched.n_features + 1
+        sched.check_budget("ww", {weights: 3 * 8 * D1 * k})
+        # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
+        Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
+                            np.asarray(store.classes), store.label_counts)
+        self.Cy = np.ascontiguousarray(np.resize(Cp, k), dtype=np.float64)
+        self.unit = bool(getattr(store, "binary_values", False))
+        self.beta = sched.state("ww.beta", np.float64, width=k - 1)
+        self.gamma = sched.state("ww.gamma", np.float64)
+        self.W = np.zeros((D1, k))          # the newest weights, W(β)
+        self.Wcert = np.zeros((D1, k))      # the certified iterate (the model returned)
+        self.gsum = np.zeros(1)             # Σ γ of the β that W is made of
+        self.cert = np.array([np.inf, -np.inf, np.inf])    # primal, dual, gap of Wcert
+        self.gap1 = np.full(1, np.nan)      # the gap after the first outer iteration
+        self.epochs = 0
+        return k
 
     def close(self) -> None:
         if getattr(self, "rows", None) is not None:

@@ -124,3 +124,80 @@ def test_accumulator_specs_are_checked():
         Accumulator(3, lambda t, p: None)
     with pytest.raises(InvalidParameterError, match="Accumulator"):
         PassScheduler(store()).map_reduce(lambda *a: None, acc={"x": np.zeros(3)})
+
+
+# -- the pairwise tree of reduction groups (what makes a cluster's passes bit-identical) ---
+
+def _groups_fold(parts, present_ids, groups, split):
+    """Fold run partials as workers owning group ranges split at ``split`` would, the
+    client completing the tree from their subtrees (visits of a group in block order)."""
+    from streamsvm.schedule._reduce import Folder, GroupRuns
+    specs = {"g": Accumulator(parts.shape[1])}
+    client = Folder(specs, present_ids, groups)
+    bounds = [0, *split, int(groups.max()) + 1]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        worker = GroupRuns(specs, present_ids, groups)
+        for b in present_ids:
+            if lo <= groups[b] < hi:
+                worker.arrays(b)["g"] += parts[b]
+                worker.done(b)
+        client.add_nodes(worker.nodes())
+    return client.result()["g"]
+
+
+@pytest.mark.parametrize("n_blocks", [1, 2, 5, 32, 45, 100])
+def test_reduction_groups_are_consecutive_and_balanced(n_blocks):
+    from streamsvm.schedule._reduce import N_GROUPS, reduction_groups
+    sizes = np.random.default_rng(n_blocks).integers(0, 50, n_blocks)
+    g = reduction_groups(sizes)
+    assert g[0] == 0 and np.all(np.diff(g) >= 0) and np.all(np.diff(g) <= 1)
+    assert 1 <= g.max() + 1 <= min(n_blocks, N_GROUPS)
+    rows = np.bincount(g, weights=sizes)
+    assert rows.max() <= sizes.sum() / min(n_blocks, N_GROUPS) + sizes.max()
+    even = reduction_groups(np.full(n_blocks, 7))
+    assert even.max() + 1 == min(n_blocks, N_GROUPS)
+    assert np.ptp(np.bincount(even)) <= 1
+
+
+def test_any_split_into_worker_ranges_folds_to_the_same_bits():
+    """Values of wildly different magnitudes (so that any other summation order shows):
+    one process, and 2..5 workers owning any contiguous group ranges, give the same bits;
+    a skipped group (an ``active`` mask) is skipped identically; a plain left fold differs."""
+    from streamsvm.schedule._reduce import reduction_groups
+    rng = np.random.default_rng(3)
+    n_blocks = 90
+    parts = rng.standard_normal((n_blocks, 7)) * 10.0 ** rng.integers(-8, 9, (n_blocks, 7))
+    groups = reduction_groups(np.full(n_blocks, 10))
+    n_groups = int(groups.max()) + 1
+    for ids in (np.arange(n_blocks), np.flatnonzero(rng.random(n_blocks) < 0.6)):
+        one = _groups_fold(parts, ids, groups, [])
+        for n_workers in (2, 3, 5):
+            for _ in range(5):
+                split = sorted(rng.choice(np.arange(1, n_groups), n_workers - 1, replace=False))
+                np.testing.assert_array_equal(_groups_fold(parts, ids, groups, split), one)
+        np.testing.assert_allclose(one, parts[ids].sum(axis=0), rtol=1e-12,
+                                   atol=1e-12 * np.abs(parts).max())
+    left = np.zeros(7)
+    for p in parts:
+        left += p
+    assert not np.array_equal(left, _groups_fold(parts, np.arange(n_blocks), groups, []))
+
+
+def test_the_local_pass_folds_along_the_same_tree():
+    """map_reduce on the local backend equals the tree fold of its blocks' partials."""
+    from streamsvm.schedule._reduce import reduction_groups
+    s = store()
+    sched = PassScheduler(s, memory="1GB", seed=1)
+    parts = []
+
+    def grad_only(block, views, args, acc):
+        g = np.zeros(40)
+        csr_rmatvec_add((block.indptr, block.indices, block.data), block.y * 10.0 ** (3 * (block.id % 7)), g)
+        parts.append((block.id, g.copy()))
+        acc["g"] += g
+    r = sched.map_reduce(grad_only, acc={"g": Accumulator(40)})
+    P = np.zeros((s.n_chunks, 40))
+    for b, g in parts:
+        P[b] = g
+    groups = reduction_groups(s.chunk_sizes())
+    np.testing.assert_array_equal(r["g"], _groups_fold(P, np.arange(s.n_chunks), groups, [3]))

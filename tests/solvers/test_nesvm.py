@@ -232,7 +232,8 @@ def test_c_path_shares_the_passes(a9a, tmp_path):
     for C, m in zip(Cs, models):
         assert m.problem["C"] == C
         assert evaluate(m, store)["objective"] <= _optimum(store, C) * (1 + 1e-3)
-    est = ss.LinearSVC(solver="nesvm", C_path=Cs).fit(X, y)
+    # (the same chunking: a pass's sums combine by reduction group, _reduce.py)
+    est = ss.LinearSVC(solver="nesvm", C_path=Cs, chunk_rows=150).fit(X, y)
     assert sorted(est.path_) == Cs
     np.testing.assert_array_equal(est.path_[0.1].coef_, models[1].coef)
 

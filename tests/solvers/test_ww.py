@@ -179,3 +179,68 @@ def test_max_passes_returns_the_newest_weights_certified_by_a_check():
     assert r.passes <= 3 + 1 + 1          # a sweep begun under the budget, then the check
     assert np.abs(model.coef).sum() > 0
     assert evaluate(model, InMemoryStore(X, y))["objective"] == pytest.approx(r.primal, rel=1e-9)
+
+
+# -- the CoCoA+ loop a dask cluster runs (solvers/_ww_cocoa.py) ------------------------------
+
+def _cocoa_sweep(X, yi, k, C, W, beta, gamma, rows, sigma, dW):
+    from streamsvm.kernels import row_sq_norms
+    from streamsvm.kernels._ww import ww_cocoa
+    Xc = X.tocsr()
+    Xb = (Xc.indptr, Xc.indices, Xc.data)
+    q = np.empty(X.shape[0])
+    row_sq_norms(Xb, 0.0, q)
+    out = np.zeros(4)
+    scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
+               np.empty(k - 1), np.empty(k - 1), np.empty(k))
+    ww_cocoa(Xb, False, yi, q, np.asarray(rows, dtype=np.int64), (beta, gamma),
+             (W, np.full(k, C), 0.0, float(sigma)), scratch, dW, out)
+    return out
+
+
+def test_cocoa_kernel_with_one_partition_is_the_plain_sweep():
+    """σ' = 1, one partition: W + ΔW after the sweep is ww_epoch's W (up to the rounding of
+    scores taken as W·x + ΔW·x), and the same β."""
+    from streamsvm.kernels._ww import ww_epoch
+    X, y = _load("dna/dna.scale", 200)
+    _, yi = np.unique(y, return_inverse=True)
+    k, n, d = 3, X.shape[0], X.shape[1]
+    rows = np.random.default_rng(0).permutation(n)
+    W0 = np.zeros((d + 1, k))
+    beta, gamma = np.zeros((n, k - 1)), np.zeros(n)
+    for _ in range(2):           # a second sweep starts from a non-zero W, as passes do
+        dW = np.zeros_like(W0)
+        _cocoa_sweep(X, yi, k, 0.5, W0, beta, gamma, rows, 1.0, dW)
+        W0 += dW
+    Xc = X.tocsr()
+    W, b2, g2 = np.zeros((d + 1, k)), np.zeros((n, k - 1)), np.zeros(n)
+    q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
+    for _ in range(2):
+        ww_epoch((Xc.indptr, Xc.indices, Xc.data), False, yi, q, rows.astype(np.int64),
+                 (b2, g2, np.ones(n, np.uint8)), (W, W, np.full(k, 0.5), 0.0, False, False),
+                 (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
+                  np.empty(k - 1), np.empty(k - 1), np.empty(k)), np.zeros(4))
+    np.testing.assert_allclose(W0, W, atol=1e-10)
+    np.testing.assert_allclose(beta, b2, atol=1e-10)
+
+
+def test_cocoa_partitions_add_up_to_the_image_of_beta_and_ascend_the_dual():
+    """K = 3 partitions with σ' = 3 from the same W: W + Σ ΔW_k = W(β) (what the certificate
+    needs), β in its box, and the dual never decreases (CoCoA+'s safe scaling)."""
+    X, y = _load("dna/dna.scale", 300)
+    _, yi = np.unique(y, return_inverse=True)
+    k, n, C = 3, X.shape[0], 0.5
+    parts = np.array_split(np.random.default_rng(1).permutation(n), 3)
+    W = np.zeros((X.shape[1] + 1, k))
+    beta, gamma = np.zeros((n, k - 1)), np.zeros(n)
+    duals = []
+    for epoch in range(6):
+        dWs = [np.zeros_like(W) for _ in parts]
+        for rows, dW in zip(parts, dWs):
+            _cocoa_sweep(X, yi, k, C, W, beta, gamma, rows, len(parts), dW)
+        W = W + sum(dWs)
+        np.testing.assert_allclose(W[:-1], _weights(X, yi, beta, k), atol=1e-10)
+        assert np.all(beta >= 0) and np.all(beta <= C)
+        np.testing.assert_allclose(gamma, beta.sum(axis=1), rtol=1e-12)
+        duals.append(gamma.sum() - 0.5 * (W * W).sum())
+    assert np.all(np.diff(duals) >= -1e-12) and duals[-1] > duals[0]
