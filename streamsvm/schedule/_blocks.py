@@ -14,7 +14,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError, StoreError
 from ..io import Chunk
-from ._reduce import reduction_groups
+from ._reduce import N_GROUPS, group_count, reduction_groups
 
 __all__ = ["Block", "BlockLayout"]
 
@@ -68,6 +68,8 @@ class BlockLayout:
         Global row range ``[start, stop)`` of each block.
     whole : ndarray of shape (n_blocks,), bool
         Whether the block is its entire chunk.
+    n_groups : int
+        Most reduction groups (``_reduce.py``; :meth:`from_store` sizes it to the store).
     """
 
     def __init__(self, chunk_sizes, block_rows: int | None = None):
@@ -88,6 +90,8 @@ class BlockLayout:
         self.stop = np.minimum(self.start + step[self.chunk], chunk_stop)
         self.whole = (self.start == chunk_start[self.chunk]) & (self.stop == chunk_stop)
         self.n_rows = int(sizes.sum())
+        self.n_groups = N_GROUPS        # at most; from_store sets it from the store's size
+        self._groups = None
 
     @classmethod
     def from_store(cls, store, block_rows: int | None) -> "BlockLayout":
@@ -97,6 +101,8 @@ class BlockLayout:
             raise StoreError(f"store {getattr(store, 'url', store)!r}: chunk sizes do not add up "
                              f"to n_rows={store.n_rows}")
         layout = cls(sizes, block_rows)
+        if hasattr(store, "nnz") and hasattr(store, "n_features"):
+            layout.n_groups = group_count(store.nnz, store.n_features, layout.n_blocks)
         if not layout.whole.all() and not hasattr(store, "read_rows"):
             raise InvalidParameterError(
                 "The 'block_rows' parameter of PassScheduler splits chunks, which needs a "
@@ -116,6 +122,6 @@ class BlockLayout:
     def groups(self) -> np.ndarray:
         """Reduction group of each block, shape (n_blocks,): the unit in which run
         accumulators combine and a dask cluster places blocks (``_reduce.py``)."""
-        if getattr(self, "_groups", None) is None:
-            self._groups = reduction_groups(self.sizes)
+        if self._groups is None:
+            self._groups = reduction_groups(self.sizes, self.n_groups)
         return self._groups

@@ -125,6 +125,11 @@ class DaskBackend(Backend):
         per_group = np.minimum((cum / total * used).astype(np.int64), used - 1)
         self.owner = per_group[groups] if len(groups) else np.zeros(0, dtype=np.int64)
         self.workers = workers
+        if used < len(workers):
+            log.warning("dask backend: the store has %d reduction group(s) (_reduce.py: at "
+                        "most 32, fewer for a small store next to its width or with few "
+                        "blocks): %d of %d workers get no blocks", n_groups,
+                        len(workers) - used, len(workers))
         log.info("dask backend: %d blocks on %d workers", self.layout.n_blocks, len(workers))
 
     def _submit(self, fn, w, *args):

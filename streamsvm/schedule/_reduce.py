@@ -14,7 +14,10 @@ allocates them. Two kinds:
   same for every visiting order (small arrays: scalars, per-class statistics).
 
 **Reduction groups.** The blocks are cut into at most :data:`N_GROUPS` runs of consecutive
-blocks of about equal rows (:func:`reduction_groups`, a function of the layout alone). A
+blocks of about equal rows (:func:`reduction_groups`, a function of the store and its block
+layout alone); fewer when the store is small next to its width (:func:`group_count`: each
+group holds at least ``GROUP_NNZ·(n_features + 1)`` non-zeros, so that its own run arrays —
+zeroed, then added up, O(d) each — cost little next to its rows). A
 group's run arrays are complete once the pass has visited all of its blocks; the groups'
 arrays then combine pairwise along one fixed binary tree over the group ids
 (:class:`PairwiseTree`: node ``(level, j)`` covers groups ``[j·2^level, (j+1)·2^level)``, its
@@ -35,9 +38,11 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 
-__all__ = ["Accumulator", "Folder", "GroupRuns", "PairwiseTree", "reduction_groups"]
+__all__ = ["Accumulator", "Folder", "GroupRuns", "PairwiseTree", "group_count",
+           "reduction_groups"]
 
 N_GROUPS = 32              # reduction groups per layout (and so: most useful dask workers)
+GROUP_NNZ = 8              # ... each holding at least this many non-zeros per feature
 
 _IDENTITY = {"sum": 0.0, "max": -np.inf, "min": np.inf}
 
@@ -91,6 +96,12 @@ class Accumulator:
             np.maximum(total, part, out=total)
         else:
             np.minimum(total, part, out=total)
+
+
+def group_count(nnz: int, n_features: int, n_blocks: int) -> int:
+    """How many reduction groups a store gets (module doc): at most :data:`N_GROUPS` and its
+    blocks, each with ``GROUP_NNZ·(n_features + 1)`` non-zeros on average; at least 1."""
+    return int(max(1, min(N_GROUPS, n_blocks, int(nnz) // (GROUP_NNZ * (int(n_features) + 1)))))
 
 
 def reduction_groups(sizes, n_groups: int = N_GROUPS) -> np.ndarray:

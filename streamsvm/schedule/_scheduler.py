@@ -201,6 +201,13 @@ class PassScheduler:
         """The dask workers the blocks are spread over ([] for the local backend)."""
         return list(getattr(self._backend, "workers", []))
 
+    @property
+    def partitions(self) -> int:
+        """How many workers own blocks (at most one per reduction group; 1 for the local
+        backend): CoCoA+'s K."""
+        owner = getattr(self._backend, "owner", None)
+        return max(1, len(np.unique(owner))) if self.remote and owner is not None else 1
+
     def rebalance(self) -> None:
         """After a worker left: spread the blocks over the workers still there (the per-row
         state must then be loaded again, e.g. from a checkpoint)."""

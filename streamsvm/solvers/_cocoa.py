@@ -90,7 +90,7 @@ class CocoaDual(Solver):
         return self.Wcert[:-1].T.copy(), self.Wcert[-1] * self.bias
 
     def step(self, sched) -> dict:
-        K = max(1, len(sched.workers))
+        K = sched.partitions
         res = sched.map_reduce(_cocoa_block, states=(self.alpha,), order="random", fuse=True,
                                args=(self.W, float(K), self.model, self.unit, sched.seed,
                                      self.epochs),
@@ -117,7 +117,7 @@ class CocoaDual(Solver):
     def final_check(self, sched) -> dict:
         return {"kind": "check", "primal": float(self.primal.sum()),
                 "dual": float(self.dual.sum()), "gap": float(self.gap.max()), "exact": True,
-                "active": sched.n_rows, "partitions": float(max(1, len(sched.workers)))}
+                "active": sched.n_rows, "partitions": float(sched.partitions)}
 
 
 def _cocoa_block(block, views, args, acc) -> None:

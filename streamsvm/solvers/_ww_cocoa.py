@@ -62,7 +62,7 @@ class WestonWatkinsCocoa(WestonWatkinsSolver):
         return not np.array_equal(self.W, self.Wcert)
 
     def step(self, sched) -> dict:
-        K = max(1, len(sched.workers))
+        K = sched.partitions
         W = self.W
         res = sched.map_reduce(_ww_cocoa_block, states=(self.beta, self.gamma),
                                order="random", fuse=True,
@@ -86,7 +86,7 @@ class WestonWatkinsCocoa(WestonWatkinsSolver):
                                acc={"loss": Accumulator(1)})
         self._offer(W, *self._objectives(W, res["loss"][0], self.gsum[0]))
         entry = self._entry("check", active=sched.n_rows)
-        entry["partitions"] = float(max(1, len(sched.workers)))
+        entry["partitions"] = float(sched.partitions)
         return entry
 
     def _offer(self, W, primal, dual) -> None:

@@ -184,8 +184,9 @@ def test_any_split_into_worker_ranges_folds_to_the_same_bits():
 
 
 def test_the_local_pass_folds_along_the_same_tree():
-    """map_reduce on the local backend equals the tree fold of its blocks' partials."""
-    from streamsvm.schedule._reduce import reduction_groups
+    """map_reduce on the local backend equals the tree fold of its blocks' partials, over
+    the store's groups (as many as its size next to its width allows)."""
+    from streamsvm.schedule._reduce import group_count, reduction_groups
     s = store()
     sched = PassScheduler(s, memory="1GB", seed=1)
     parts = []
@@ -199,5 +200,7 @@ def test_the_local_pass_folds_along_the_same_tree():
     P = np.zeros((s.n_chunks, 40))
     for b, g in parts:
         P[b] = g
-    groups = reduction_groups(s.chunk_sizes())
+    n_groups = group_count(s.nnz, s.n_features, s.n_chunks)
+    assert n_groups == min(32, s.nnz // (8 * 41)) > 3
+    groups = reduction_groups(s.chunk_sizes(), n_groups)
     np.testing.assert_array_equal(r["g"], _groups_fold(P, np.arange(s.n_chunks), groups, [3]))
