@@ -345,7 +345,10 @@ class Solver(abc.ABC):
         if self.state_version is not None and meta.get("version") != self.state_version:
             from ..exceptions import CheckpointError
             raise CheckpointError(f"{self.name} checkpoint of version {meta.get('version')!r}; "
-                                  f"this streamsvm reads version {self.state_version}")
+                                  f"this streamsvm reads version {self.state_version} "
+                                  f"(dcd, avsf and ww keep other states on a dask cluster, "
+                                  f"their CoCoA+ loop, than on one machine: resume a run "
+                                  f"where it was started)")
         for n in self.state_arrays:
             getattr(self, n)[...] = arrays[n]
         for n in self.state_values:

@@ -244,3 +244,16 @@ def test_cocoa_partitions_add_up_to_the_image_of_beta_and_ascend_the_dual():
         np.testing.assert_allclose(gamma, beta.sum(axis=1), rtol=1e-12)
         duals.append(gamma.sum() - 0.5 * (W * W).sum())
     assert np.all(np.diff(duals) >= -1e-12) and duals[-1] > duals[0]
+
+
+def test_local_and_cluster_checkpoints_do_not_resume_each_other():
+    """The local loop (RAM slab, shrinking flags) and the cluster's CoCoA+ loop keep other
+    states: each refuses the other's checkpoint by its version, saying why."""
+    from streamsvm.exceptions import CheckpointError
+    from streamsvm.solvers._ww_cocoa import WestonWatkinsCocoa
+    local, cocoa = WestonWatkinsSolver(), WestonWatkinsCocoa()
+    assert local.state_version != cocoa.state_version
+    with pytest.raises(CheckpointError, match="dask cluster"):
+        cocoa.load_state_dict({}, {"version": local.state_version})
+    with pytest.raises(CheckpointError, match="where it was started"):
+        local.load_state_dict({}, {"version": cocoa.state_version})
