@@ -144,21 +144,34 @@ class DaskBackend(Backend):
         pending = dict(futures)
         out = {}
         while pending:
+            # wait on one task at a time through its own future (distributed.wait would
+            # need a default client, which a process that only passed scheduler= has not)
+            w, f = next(iter(pending.items()))
             try:
-                distributed.wait(list(pending.values()), timeout=_POLL_SECONDS)
+                out[w] = f.result(timeout=_POLL_SECONDS)
+                del pending[w]
             except (TimeoutError, distributed.TimeoutError):
                 pass
-            for w, f in list(pending.items()):
-                if f.status == "finished":
-                    try:        # held by its worker: lost with it if it dies meanwhile
-                        out[w] = f.result(timeout=_POLL_SECONDS)
-                    except (TimeoutError, distributed.TimeoutError):
-                        continue
-                    del pending[w]
-                elif f.status == "error":
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException:                   # (CancelledError is one)
+                if f.status == "error":             # the task's own exception
                     for g in pending.values():
                         g.cancel()
-                    f.result()                      # raises the worker's exception
+                    raise
+                if self.workers[w] in set(self.alive()):
+                    raise
+            for w2, g in list(pending.items()):     # the others done meanwhile
+                if g.status == "finished":
+                    try:        # held by its worker: lost with it if it dies meanwhile
+                        out[w2] = g.result(timeout=_POLL_SECONDS)
+                    except (TimeoutError, distributed.TimeoutError):
+                        continue
+                    del pending[w2]
+                elif g.status == "error":
+                    for h in pending.values():
+                        h.cancel()
+                    g.result()                      # raises the worker's exception
             if pending:
                 alive = set(self.alive())
                 lost = [self.workers[w] for w in pending if self.workers[w] not in alive]

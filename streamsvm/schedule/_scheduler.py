@@ -530,9 +530,11 @@ class PassScheduler:
         t0 = time.perf_counter()
         if fuse and any(s.per_block for s in folder.specs.values()):
             raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
+        k0 = self._backend.kernel_seconds
         parts = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
                                       folder.specs, fuse)
         self.wait_seconds += time.perf_counter() - t0
+        self.kernel_seconds += self._backend.kernel_seconds - k0     # (the workers' sum)
         for nodes, run, blocks in parts:
             if fuse:
                 folder.add_run(run)
