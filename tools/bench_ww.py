@@ -30,13 +30,10 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-DATA = {
-    "dna": ("dna/dna.scale", "dna/dna.scale.t"),
-    "letter": ("letter/letter.scale", "letter/letter.scale.t"),
-    "pendigits": ("pendigits/pendigits", "pendigits/pendigits.t"),
-    "usps": ("usps/usps.t", None),
-    "vowel": ("vowel/vowel.scale", None),
-}
+from tools.bench import REAL  # noqa: E402  (the data sets' files, as tools/bench.py knows them)
+
+#: The multiclass sets of ``tools/bench.py``'s suite: (training file, test file or None).
+DATA = {name: REAL[name] for name in ("dna", "letter", "pendigits", "usps", "vowel")}
 
 
 def _store(name: str, data_dir: str, work: str) -> str:
