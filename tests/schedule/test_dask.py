@@ -318,3 +318,23 @@ def test_bench_scheduler_scaling_runs_every_backend(dna_store):
     assert "passes to gap 0.01" in scaling_table(r)
     with pytest.raises(SystemExit, match="unknown solver 'svm'"):
         scheduler_scaling(url, solvers=("svm",))
+
+
+def test_ww_checkpoint_and_resume_on_the_cluster(cluster, dna_store, tmp_path):
+    """ww's CoCoA+ loop through the driver's checkpoints: β and γ gathered from the workers
+    and scattered back; the resumed run ends where the uninterrupted one does, bit for bit."""
+    store = dna_store[0]
+    kw = dict(solver="ww", C=0.1, tol=1e-3, gap_decay=0.0, max_passes=60, scheduler=cluster)
+    ref, ref_res = _fit(store, **kw)
+    calls = {"n": 0}
+
+    def stop():
+        calls["n"] += 1
+        return calls["n"] >= 7
+    ck = str(tmp_path / "ck")
+    with pytest.raises(KeyboardInterrupt):
+        _fit(store, checkpoint=ck, should_stop=stop, **kw)
+    model, res = _fit(store, checkpoint=ck, resume=True, **kw)
+    assert res.passes == ref_res.passes and len(res.history) == len(ref_res.history)
+    assert res.primal == ref_res.primal
+    np.testing.assert_array_equal(model.coef, ref.coef)
