@@ -48,7 +48,7 @@ def _clip_u(r, mu, s):
 
 
 @kernel
-def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack):
+def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, out_P):
     """One block of an optimal-gradient round (module doc).
 
     Parameters
@@ -72,6 +72,10 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack):
         Lowered to ``min_i (m_i − 1)/‖x̄_i‖`` at ``W`` (safe screening, spec §4.5: every row
         of the block has ``m_i > 1`` at any point within that distance of ``W``); ``−inf``
         for a row of zeros.
+    out_P : ndarray of shape (n_features + 2, k), or (0, k)
+        When not empty (a free bias): added to, over the rows with ``y_ic = +1`` only,
+        ``Σ C u x̄`` (the first n_features + 1 rows) and ``Σ C u`` (the last): the positive
+        side of ``out_G``, from which the solver rescales the dual point to ``Σ α y = 0``.
     """
     pos, Cp, Cn, mu, B, squared = model
     k = W.shape[1]
@@ -80,6 +84,7 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack):
     mw = out_tmp[0]
     mv = out_tmp[1]
     coef = out_tmp[2]
+    sides = out_P.shape[0] > 0
     for i in range(n):
         if two:
             row_dots2(X, unit, i, W, V, mw, mv)
@@ -128,6 +133,13 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack):
             row_axpys(X, unit, i, coef, out_G)
             for c in range(k):
                 out_G[d, c] += B * coef[c]
+            if sides:                   # the positive side alone (coef > 0 there)
+                for c in range(k):
+                    coef[c] = coef[c] if coef[c] > 0.0 else 0.0
+                    out_P[d + 1, c] += coef[c]
+                row_axpys(X, unit, i, coef, out_P)
+                for c in range(k):
+                    out_P[d, c] += B * coef[c]
 
 
 @kernel

@@ -8,6 +8,10 @@ regularized constant feature of value ``B``, ``C_i`` the row's cost with class w
     LP-SVM (loss="hinge",   penalty="l1"):  ‖w̄‖₁  + Σ_i C_i max(0, 1 − y_i w̄·x̄_i)
     LS-SVM (loss="squared"):                ½‖w̄‖² + Σ_i C_i (1 − y_i w̄·x̄_i)²
 
+``free_bias=True`` (C-SVM only): the paper's unregularized bias (Eq. 37, spec §1.4),
+``½‖w‖² + Σ_i C_i max(0, 1 − y_i (w·x_i + bB))``: the regularizer and its gradient leave the
+bias coordinate out (spec §1.4's ``dF/db = −C Σ y_i u_i``).
+
 Smoothing (spec §2): the hinge becomes ``h_μ(r) = max_{0≤u≤1} u r − ½ μ s̄_i u²`` with
 ``s̄_i = max(‖x_i‖∞, B)`` (Eq. 5–10 with the corrected threshold ``1 − μ s̄_i``; within
 ``μ s̄_i/2`` of the hinge), the ℓ1 norm the Huber function ``l_μ₁`` (Eq. 23–28). The LS-SVM
@@ -73,7 +77,11 @@ A stage switch costs one pass (the gradient at the new ``μ``).
 Certificate (spec §4.4, free from the round's pass): ``α_i = C_i u_i`` is dual feasible and
 ``Σ α_i y_i x̄_i = w̄ − g``, so ``D = Σ α_i − ½‖Σ α_i y_i x̄_i‖²`` (C-SVM); LS-SVM with ``α_i =
 2 C_i r_i``: ``D = Σ α_i − Σ α_i²/(4C_i) − ½‖Σ α_i y_i x̄_i‖²``; LP-SVM: ``α`` scaled by
-``t = 1/max(1, ‖Σ α_i y_i x̄_i‖∞)``, ``D = t Σ α_i``. The reported gap is ``(P_best −
+``t = 1/max(1, ‖Σ α_i y_i x̄_i‖∞)``, ``D = t Σ α_i``. A free bias adds the dual constraint
+``Σ α_i y_i = 0`` (spec §1.4: the free gap of §4.4 no longer holds as printed): the pass
+also sums the positive side (``Σ_{y=+1} α_i x̄_i`` and ``Σ_{y=+1} α_i``), the heavier side is
+scaled down to balance the other (``α`` stays in its box), and ``D = Σ α − ½‖Σ α y x‖²``
+without the bias coordinate — exact again, and the gap certifies as for every problem. The reported gap is ``(P_best −
 D_best)/P_best`` over every point evaluated (``w^k`` and ``y^k``); the model returned is the
 best point's. Exact, so the driver stops on it.
 
@@ -133,6 +141,9 @@ class NesvmSolver(Solver):
         Param("penalty", "choice", "l2", "l2: 1/2||w||^2; l1: ||w||_1 (LP-SVM, hinge only)",
               choices=("l2", "l1")),
         BIAS_PARAM,
+        Param("free_bias", "bool", False, "C-SVM: the bias unregularized, as the paper's Eq. "
+              "37 (1/2||w||^2 + C sum hinge(y(w.x + b))); the duality gap stays exact: each "
+              "round's dual point is rescaled per class side so that sum alpha y = 0"),
         Param("tol", "float", 1e-3, "stop when the relative duality gap is at most tol",
               low=0.0, low_open=True),
         Param("max_passes", "float", 3000.0, "stop after this many passes over the data, "
@@ -182,8 +193,9 @@ class NesvmSolver(Solver):
 
     def problem(self, store) -> Problem:
         l1 = self.penalty == "l1"
+        mode = "free" if self.free_bias else "regularized" if self.bias else "none"
         return Problem(loss=self.loss, C=self.Cs[0], class_weight=self.class_weight,
-                       bias=self.bias, bias_mode="regularized" if self.bias else "none",
+                       bias=self.bias, bias_mode=mode,
                        l1=1.0 if l1 else 0.0, l2=0.0 if l1 else 1.0,
                        layout="binary" if store.task == "binary" else "ovr")
 
@@ -193,6 +205,11 @@ class NesvmSolver(Solver):
         return [dataclasses.replace(p, C=C) for C in self.Cs]
 
     def check_store(self, store) -> None:
+        if self.free_bias and (self.loss != "hinge" or self.penalty != "l2" or not self.bias):
+            raise InvalidParameterError(
+                "nesvm: free_bias=True is the C-SVM's (loss='hinge', penalty='l2') with a bias "
+                f"feature (bias > 0); got loss={self.loss!r}, penalty={self.penalty!r}, "
+                f"bias={self.bias!r}")
         if self.loss == "squared" and self.screening:
             raise InvalidParameterError("nesvm: screening=True needs loss='hinge': every row "
                                         "of the squared loss contributes to the gradient")
@@ -226,6 +243,7 @@ class NesvmSolver(Solver):
         self.sq = self.loss == "squared"
         self.l1 = self.penalty == "l1"
         self.n_rows = sched.n_rows
+        self._sides = None                          # a free bias: the positive side's sums
         # cached per operator (Σ x̄x̄ᵀ/s̄ or Σ x̄x̄ᵀ) and bias value
         self.lip_key = f"nesvm.lipschitz.{'gram' if self.sq else 'gram_over_inf'}.B={self.bias!r}"
         # the Lipschitz phase: a cached value, or the power iteration's (or stats) passes
@@ -439,6 +457,8 @@ class NesvmSolver(Solver):
         mu = np.where(self.mu_h > 0, self.mu_h, 0.0)
         model = (self.pos, self.Cp, self.Cn, mu, float(self.bias), self.sq)
         acc = {"G": Accumulator((self.d1, K)), "s": Accumulator((K, N_SUMS))}
+        if self.free_bias:
+            acc["P"] = Accumulator((self.d1 + 1, K))      # the positive side (module doc)
         active = None
         if screen and self.screening:
             active = self._screen(two)
@@ -450,6 +470,7 @@ class NesvmSolver(Solver):
             self.delta[...] = res["slack"]
             self.Wref[...] = self.W
             self.ref_age[0] = 0
+        self._sides = res.get("P")
         return res["s"], res["G"]
 
     def _screen(self, two: bool):
@@ -473,6 +494,8 @@ class NesvmSolver(Solver):
 
     def _reg(self, w: np.ndarray, smooth: bool, c: int) -> float:
         if not self.l1:
+            if self.free_bias:
+                return 0.5 * float(w[:-1] @ w[:-1])
             return 0.5 * float(w @ w)
         if not smooth:
             return float(np.abs(w).sum())
@@ -495,6 +518,12 @@ class NesvmSolver(Solver):
             t = 1.0 / max(1.0, float(np.abs(Gc).max(initial=0.0)))
             D = t * s[2]
             Dmu = D - t * t * (0.5 * self.mu_h[c] * s[3] + 0.5 * self.mu1[c] * float(Gc @ Gc))
+        elif self.free_bias:
+            g = w - Gc
+            g[-1] = -Gc[-1]                 # the bias is not regularized
+            v, sa = self._balanced(c, Gc, s[2])
+            D = sa - 0.5 * float(v @ v)
+            Dmu = D - 0.5 * self.mu_h[c] * s[3]
         else:
             g = w - Gc
             D = s[2] - 0.5 * float(Gc @ Gc)
@@ -515,6 +544,8 @@ class NesvmSolver(Solver):
         # the dual point of this round, as (v = Σ α_i y_i x̄_i, Σ α_i, Σ α_i²/(4C_i))
         if self.sq:
             point = (2.0 * Gc, 2.0 * s[2], s[1])
+        elif self.free_bias:
+            point = (v, sa, 0.0)
         else:
             point = (Gc, s[2], 0.0)
         self.dual[c] = self._dual_points(c, point, float(self.kk[c] + 1) / 2.0)
@@ -556,6 +587,22 @@ class NesvmSolver(Solver):
                 self.restarts += 1
                 self._restart(c, shrink=self.shrink_l)
         return _Round(g, fmu, gsq, fy, (P - D) / max(abs(P), 1e-300))
+
+    def _balanced(self, c, Gc, total) -> tuple[np.ndarray, float]:
+        """A free bias (C-SVM): the round's dual point ``α_i = C_i u_i`` made feasible for
+        the constraint ``Σ α_i y_i = 0`` by scaling the heavier side down (``α`` stays in its
+        box), as ``(v = Σ α_i y_i x_i`` with the bias coordinate 0, ``Σ α_i)``; then ``D =
+        Σ α − ½‖v‖²`` is a lower bound of the optimum (the dual of the problem with a free
+        bias)."""
+        P = self._sides[:, c]
+        Gp, Ap = P[:-1], float(P[-1])
+        An = float(total) - Ap
+        Gn = Gp - Gc                        # Gc = G₊ − G₋
+        sp = min(1.0, An / Ap) if Ap > 0 else 1.0
+        sn = min(1.0, Ap / An) if An > 0 else 1.0
+        v = sp * Gp - sn * Gn
+        v[-1] = 0.0
+        return v, sp * Ap + sn * max(An, 0.0)
 
     def _dual_value(self, v, sa, q) -> float:
         if self.l1:
@@ -694,8 +741,9 @@ def _round_block(block, views, args, acc) -> None:
     screening slack at ``W`` per model (``acc["slack"][block id]``)."""
     W, Y, two, model, unit = args
     slack = np.full(W.shape[1], np.inf)
+    sides = acc["P"] if "P" in acc else np.empty((0, W.shape[1]))
     nesvm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, Y, two,
-               np.empty((3, W.shape[1])), acc["G"], acc["s"], slack)
+               np.empty((3, W.shape[1])), acc["G"], acc["s"], slack, sides)
     if "slack" in acc:
         np.minimum(acc["slack"][block.id], slack, out=acc["slack"][block.id])
 

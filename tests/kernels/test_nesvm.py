@@ -69,9 +69,16 @@ def test_fused_pass_matches_dense(unit, squared, B):
     V = rng.normal(size=(d + 1, 3)) * 0.3
     out_s, out_G, slack = np.zeros((3, N_SUMS)), np.zeros((d + 1, 3)), np.full(3, np.inf)
     data = np.zeros(0) if unit else X.data
+    out_P = np.zeros((d + 2, 3))
     nesvm_rows((X.indptr, X.indices, data), unit, y, (pos, Cp, Cn, mu, B, squared), W, V, True,
-               np.empty((3, 3)), out_G, out_s, slack)
+               np.empty((3, 3)), out_G, out_s, slack, out_P)
     want, G = _dense_sums(X, y, pos, Cp, Cn, mu, B, W, V, squared)
+    if not squared:     # the positive side (a free bias, hinge): the rows of y_ic = +1 alone
+        for c in range(3):
+            rows = y == pos[c]
+            side, Gc = _dense_sums(X[rows], y[rows], pos, Cp, Cn, mu, B, W, V, squared)
+            np.testing.assert_allclose(out_P[:-1, c], Gc[:, c], rtol=1e-12, atol=1e-12)
+            assert out_P[-1, c] == pytest.approx(side[c, 2], rel=1e-12, abs=1e-12)
     Xd = np.hstack([X.toarray(), np.full((n, 1), B)])
     norms = np.sqrt((Xd ** 2).sum(axis=1))
     for c in range(3):
@@ -96,7 +103,7 @@ def test_smoothed_hinge_bounds_and_gradient():
     def f(w):
         s, G = np.zeros((1, N_SUMS)), np.zeros((9, 1))
         nesvm_rows((X.indptr, X.indices, X.data), False, y, model, np.ascontiguousarray(w), w,
-                   False, np.empty((3, 1)), G, s, np.full(1, np.inf))
+                   False, np.empty((3, 1)), G, s, np.full(1, np.inf), np.empty((0, 1)))
         return s[0], G[:, 0]
     s, G = f(w)
     Xd = np.hstack([X.toarray(), np.ones((60, 1))])

@@ -238,7 +238,36 @@ def test_c_path_shares_the_passes(a9a, tmp_path):
     np.testing.assert_array_equal(est.path_[0.1].coef_, models[1].coef)
 
 
+@pytest.mark.parametrize("C", [0.1, 10.0])
+def test_free_bias_certified_against_alm(a9a, C):
+    """The paper's unregularized bias (Eq. 37): the same optimum as alm's free-bias hinge SVM
+    (to tol), every reported dual a lower bound of it (the dual point rebalanced to Σ α y =
+    0), and the declared problem's objective is the primal the solver reports."""
+    X, y = a9a
+    store = InMemoryStore(X, y, chunk_rows=150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, ref = train(store, solver="alm", loss="hinge", C=C, tol=1e-8, max_passes=20000)
+    model, res = train(store, solver="nesvm", C=C, free_bias=True, tol=1e-4,
+                       max_passes=20000)
+    assert res.converged and res.stop_value <= 1e-4
+    assert ref.primal * (1 - 1e-7) <= res.primal <= ref.primal * (1 + 1e-4)
+    assert all(h["dual"] <= ref.primal * (1 + 1e-9) for h in res.history
+               if np.isfinite(h["dual"]))
+    assert model.problem["bias_mode"] == "free"
+    assert evaluate(model, store)["objective"] == pytest.approx(res.primal, rel=1e-9)
+    # the regularized-bias problem is another one: its optimum is higher here
+    _, reg = train(store, solver="nesvm", C=C, tol=1e-4, max_passes=20000)
+    assert reg.primal > res.primal
+
+
 def test_errors():
+    with pytest.raises(InvalidParameterError, match="free_bias"):
+        train(InMemoryStore(np.eye(4), np.array([0, 1, 0, 1])), solver="nesvm",
+              free_bias=True, penalty="l1")
+    with pytest.raises(InvalidParameterError, match="free_bias"):
+        train(InMemoryStore(np.eye(4), np.array([0, 1, 0, 1])), solver="nesvm",
+              free_bias=True, bias=0.0)
     with pytest.raises(InvalidParameterError, match="C_path"):
         ss.LinearSVC(solver="nesvm", C_path=[1.0, -1.0]).fit(np.eye(2), [0, 1])
     X, y = np.eye(4), np.array([0, 1, 0, 1])
