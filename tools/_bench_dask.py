@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 
-__all__ = ["scheduler_scaling", "scaling_table"]
+__all__ = ["DASK_SOLVERS", "scheduler_scaling", "scaling_table"]
 
 
 def _rate(history) -> tuple:
@@ -33,6 +33,10 @@ def _rate(history) -> tuple:
 _PARAMS = {"alm": dict(solver="alm", inner="cg"), "dcd": dict(solver="dcd"),
            "nesvm": dict(solver="nesvm", lipschitz="trace"),
            "ww": dict(solver="ww", gap_decay=0.0)}
+
+
+#: The solvers it measures.
+DASK_SOLVERS = tuple(_PARAMS)
 
 
 def _run(store, solver, passes, memory, scheduler=None, tol=None, C=1.0) -> dict:
@@ -54,10 +58,10 @@ def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), pa
                       memory="4GB", tol=None, C=1.0) -> dict:
     """Rows of (solver, backend): passes/s and the efficiency of the largest cluster (with
     ``tol``: the passes and seconds to that gap)."""
-    bad = [s for s in solvers if s not in _PARAMS]
+    bad = [s for s in solvers if s not in DASK_SOLVERS]
     if bad:
         raise SystemExit(f"--dask-solvers: unknown solver {bad[0]!r} (choose from "
-                         f"{', '.join(_PARAMS)})")
+                         f"{', '.join(DASK_SOLVERS)})")
     import distributed
     from streamsvm.io import open_store
     store = open_store(store_url)

@@ -1347,6 +1347,15 @@ def make_config(args) -> dict:
     return cfg
 
 
+
+def _save_side(r: dict, argv, out_dir: str, name: str) -> None:
+    """A side measurement's result stamped with its command, machine and versions, written
+    to ``out_dir/name``."""
+    r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
+             machine=machine_info(), versions=versions())
+    os.makedirs(out_dir, exist_ok=True)
+    write_json(r, os.path.join(out_dir, name))
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -1364,24 +1373,23 @@ def main(argv=None) -> int:
             print(f.read())
         return 0
     if args.scheduler:
-        from tools._bench_dask import scaling_table, scheduler_scaling
+        from tools._bench_dask import DASK_SOLVERS, scaling_table, scheduler_scaling
+        solvers = tuple(s.strip() for s in args.dask_solvers.split(",") if s.strip())
+        bad = [s for s in solvers if s not in DASK_SOLVERS] or ([] if solvers else [""])
+        if bad:
+            build_parser().error(f"--dask-solvers: unknown solver {bad[0]!r} (choose from "
+                                 f"{', '.join(DASK_SOLVERS)})")
         r = scheduler_scaling(args.scheduler, passes=int(args.max_passes or 8),
                               memory=args.memory, tol=args.tol, C=args.dask_C,
-                              solvers=tuple(s.strip() for s in args.dask_solvers.split(",")))
-        r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
-                 machine=machine_info(), versions=versions())
-        out_dir = args.out or os.path.join(ROOT, "bench-out", "scheduler")
-        os.makedirs(out_dir, exist_ok=True)
-        write_json(r, os.path.join(out_dir, "scheduler.json"))
+                              solvers=solvers)
+        _save_side(r, argv, args.out or os.path.join(ROOT, "bench-out", "scheduler"),
+                   "scheduler.json")
         print(scaling_table(r))
         return 0
     if args.checks_cost:
         r = checks_cost(args.checks_cost, rounds=args.repeat or 6)
-        r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
-                 machine=machine_info(), versions=versions())
-        out_dir = args.out or os.path.join(ROOT, "bench-out", "checks-cost")
-        os.makedirs(out_dir, exist_ok=True)
-        write_json(r, os.path.join(out_dir, "checks-cost.json"))
+        _save_side(r, argv, args.out or os.path.join(ROOT, "bench-out", "checks-cost"),
+                   "checks-cost.json")
         print(checks_table(r))
         return 0
     if args.io_baseline and args.io_baseline != "__suite__":
@@ -1392,9 +1400,7 @@ def main(argv=None) -> int:
             budget = parse_memory(args.io_budget)
         out_dir = args.out or os.path.join(ROOT, "bench-out", "io-baseline")
         r["rss"] = io_rss(args.io_baseline, out_dir, budget=budget)
-        r.update(command="python tools/bench.py " + " ".join(shlex.quote(a) for a in argv),
-                 machine=machine_info(), versions=versions())
-        write_json(r, os.path.join(out_dir, "io-baseline.json"))
+        _save_side(r, argv, out_dir, "io-baseline.json")
         print(json.dumps(_clean(r), indent=1))
         print(report.io_table({os.path.basename(args.io_baseline.rstrip('/')): r}))
         return 0

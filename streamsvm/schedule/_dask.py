@@ -132,6 +132,11 @@ class DaskBackend(Backend):
                         len(workers) - used, len(workers))
         log.info("dask backend: %d blocks on %d workers", self.layout.n_blocks, len(workers))
 
+    @property
+    def partitions(self) -> int:
+        """How many workers own blocks."""
+        return max(1, len(np.unique(self.owner)))
+
     def _submit(self, fn, w, *args):
         return self.client.submit(fn, *args, workers=[self.workers[w]],
                                   allow_other_workers=False, pure=False)
@@ -328,7 +333,7 @@ def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, arg
     be = ctx.backend
     before = (be.store_reads, be.cache_hits, be.bytes_read)
     run_specs = {k: s for k, s in specs.items() if not s.per_block}
-    runs = GroupRuns(run_specs, all_ids, layout.groups)
+    runs = None if fuse else GroupRuns(run_specs, all_ids, layout.groups)
     run = {k: s.new() for k, s in run_specs.items()} if fuse else None
     per_block = {}
     ids = [b for b, _, _ in visits]
@@ -360,7 +365,7 @@ def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, arg
             per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
     stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
              "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel}
-    return runs.nodes(), run, per_block, stats
+    return ({} if fuse else runs.nodes()), run, per_block, stats
 
 
 def _worker_get_state(key, name):

@@ -192,10 +192,11 @@ class GroupRuns:
         n_groups = int(groups.max()) + 1 if len(groups) else 0
         self.left = np.bincount(groups[np.asarray(ids, dtype=np.int64)],
                                 minlength=n_groups).astype(np.int64)
-        self.tree = PairwiseTree(self.left > 0, self._fold)
+        self.tree = PairwiseTree(self.left > 0, self.fold)
         self.open: dict = {}
 
-    def _fold(self, left: dict, right: dict) -> None:
+    def fold(self, left: dict, right: dict) -> None:
+        """``left ⊕= right``, accumulator by accumulator."""
         for k, v in right.items():
             self.specs[k].fold(left[k], v)
 
@@ -284,6 +285,6 @@ class Folder:
         out = dict(self.totals)
         run = self.runs.result()
         for part in self._extra:
-            self.runs._fold(run, part)
+            self.runs.fold(run, part)
         out.update(run)
         return out

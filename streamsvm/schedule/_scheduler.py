@@ -205,8 +205,7 @@ class PassScheduler:
     def partitions(self) -> int:
         """How many workers own blocks (at most one per reduction group; 1 for the local
         backend): CoCoA+'s K."""
-        owner = getattr(self._backend, "owner", None)
-        return max(1, len(np.unique(owner))) if self.remote and owner is not None else 1
+        return int(getattr(self._backend, "partitions", 1))
 
     def rebalance(self) -> None:
         """After a worker left: spread the blocks over the workers still there (the per-row

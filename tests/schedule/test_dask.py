@@ -24,6 +24,7 @@ from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
 from streamsvm.io import InMemoryStore, write_store
 
 from ..conftest import _free_port, shared_dataset
+from ..solvers.test_conformance import check_kill_and_resume
 
 distributed = pytest.importorskip("distributed")
 
@@ -101,20 +102,8 @@ def test_checkpoint_and_resume_on_the_cluster(cluster, a9a_store, tmp_path):
     """The workers' per-row state (alm's λ and e) is gathered into checkpoints and
     scattered back on resume: the resumed run ends where the uninterrupted one does."""
     store = a9a_store[0]
-    ref, ref_res = _fit(store, solver="alm", inner="cg", max_passes=60, scheduler=cluster)
-    calls = {"n": 0}
-
-    def stop():
-        calls["n"] += 1
-        return calls["n"] >= 4
-    ck = str(tmp_path / "ck")
-    with pytest.raises(KeyboardInterrupt):
-        _fit(store, solver="alm", inner="cg", max_passes=60, scheduler=cluster, checkpoint=ck,
-             should_stop=stop)
-    model, res = _fit(store, solver="alm", inner="cg", max_passes=60, scheduler=cluster,
-                      checkpoint=ck, resume=True)
-    assert res.passes == ref_res.passes and len(res.history) == len(ref_res.history)
-    np.testing.assert_array_equal(model.coef, ref.coef)
+    check_kill_and_resume(lambda **kw: _fit(store, solver="alm", inner="cg", max_passes=60,
+                                            scheduler=cluster, **kw), tmp_path, stops=(4,))
 
 
 def test_a_worker_killed_during_a_pass(a9a_store, caplog):
@@ -324,17 +313,12 @@ def test_ww_checkpoint_and_resume_on_the_cluster(cluster, dna_store, tmp_path):
     """ww's CoCoA+ loop through the driver's checkpoints: β and γ gathered from the workers
     and scattered back; the resumed run ends where the uninterrupted one does, bit for bit."""
     store = dna_store[0]
-    kw = dict(solver="ww", C=0.1, tol=1e-3, gap_decay=0.0, max_passes=60, scheduler=cluster)
-    ref, ref_res = _fit(store, **kw)
-    calls = {"n": 0}
+    results = []
 
-    def stop():
-        calls["n"] += 1
-        return calls["n"] >= 7
-    ck = str(tmp_path / "ck")
-    with pytest.raises(KeyboardInterrupt):
-        _fit(store, checkpoint=ck, should_stop=stop, **kw)
-    model, res = _fit(store, checkpoint=ck, resume=True, **kw)
-    assert res.passes == ref_res.passes and len(res.history) == len(ref_res.history)
-    assert res.primal == ref_res.primal
-    np.testing.assert_array_equal(model.coef, ref.coef)
+    def fit(**kw):
+        out = _fit(store, solver="ww", C=0.1, tol=1e-3, gap_decay=0.0, max_passes=60,
+                   scheduler=cluster, **kw)
+        results.append(out[1])
+        return out
+    check_kill_and_resume(fit, tmp_path, stops=(7,))
+    assert results[-1].primal == results[0].primal
