@@ -27,7 +27,19 @@ other solver's ``tol``), and the paper's ``DG_t ≤ gap_decay · DG_1`` with ``D
 after the first outer iteration (``gap_decay`` 0.0009 as in the paper's final table; 0
 turns it off). ``max_passes`` ends with an exact read-only pass at the newest weights.
 
-RAM slab (``slab=True``): after each pass the rows still active (β ≠ 0 or a margin < 1)
+Whole store in RAM (``slab=True`` and every row fits the budget): the store is read once
+into the RAM slab and the passes are rounds over it, never over the store again. A round is
+one sweep over every row that trains and, fused in, sums the loss of the weights it starts
+from (their exact gap: the certified iterate, as above), then sweeps of the rows not shrunk
+(a row skipped, or whose β a sweep left unchanged, sits out until the next round). How many:
+the gap falls about linearly in log scale with the row visits, so the last two certificates
+predict the visits to the nearer stopping rule, and the round aims 30% past them (a round
+that falls short costs another sweep over every row). The first round has no shrunk sweeps,
+so the second certifies the iterate of exactly one epoch: ``DG_1`` is the paper's. Measured
+against a compiled C++ reimplementation of the paper's solver (``tools/ww_ref.cpp``, which
+certifies every epoch, as the paper's code does): README, "ww".
+
+Part of the store in RAM: after each pass the rows still active (β ≠ 0 or a margin < 1)
 are swept again and again in RAM while they fit the budget, with shrinking (a row whose β a
 sweep leaves unchanged sits out the next sweeps, until a sweep over all of them decides),
 until the largest projected gradient is a tenth of the pass's. When the whole store fits,
@@ -59,6 +71,8 @@ __all__ = ["WestonWatkinsSolver"]
 _SLAB_SWEEPS = 50       # most sweeps of the RAM slab between two passes ...
 _SLAB_PG = 0.1          # ... which stop once a sweep's largest |PG| is below this × the pass's
 _SLAB_STREAM = 0x77     # the key of the slab sweeps' orders (sched.rng)
+_AIM = 1.3              # whole store in RAM: aim this far past the visits the gaps predict
+                        # (a round that falls short costs a sweep over every row)
 
 
 @register("ww")
@@ -81,6 +95,7 @@ class WestonWatkinsSolver(Solver):
     )
 
     state_version = 1
+    whole = False           # the RAM slab holds every row (set by start)
 
     def for_cluster(self, store):
         """On a dask cluster: the CoCoA+ outer loop on the same problem
@@ -115,6 +130,8 @@ class WestonWatkinsSolver(Solver):
         self.whole = self.slab and self.rows.fits_ram()
         if self.whole:
             self.rows.collect_to = "ram"
+        self.trend = np.full(4, np.nan)         # (visits, gap) at the last two certificates
+        self._slab_arrays = (0, None, None)     # (slab version, class indices, ‖x̄_i‖²)
 
     def _start_common(self, sched, weights: str) -> int:
         """What the local loop and the cluster's CoCoA+ loop (``_ww_cocoa.py``) share: the
@@ -144,8 +161,21 @@ class WestonWatkinsSolver(Solver):
         if getattr(self, "rows", None) is not None:
             self.rows.close()
 
-    state_arrays = ("W", "Wcert", "gsum", "cert", "gap1")
+    state_arrays = ("W", "Wcert", "gsum", "cert", "gap1", "trend")
     state_values = ("epochs", "sweeps")
+
+    def state_dict(self):
+        arrays, meta = super().state_dict()
+        if self.whole:                      # the slab stays between iterations (β lives there)
+            rows_arrays, meta["rows"] = self.rows.state_dict()
+            arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
+        return arrays, meta
+
+    def load_state_dict(self, arrays, meta) -> None:
+        super().load_state_dict(arrays, meta)
+        if "rows" in meta:
+            self.rows.load_state_dict({k[5:]: v for k, v in arrays.items()
+                                       if k.startswith("rows.")}, meta["rows"])
     history_extras = ("gap_decay", "pg_max", "slab_sweeps")
 
     @property
@@ -159,7 +189,10 @@ class WestonWatkinsSolver(Solver):
     # -- one outer iteration: a training pass that certifies the last one's iterate -------
     def step(self, sched) -> dict:
         """A pass over the store (training, and the loss of the weights it starts from),
-        then sweeps of the active rows in RAM when they were collected."""
+        then sweeps of the active rows in RAM when they were collected; a round in RAM
+        when the whole store fits (:meth:`_ram_round`)."""
+        if self.whole:
+            return self._ram_round(sched)
         k, B, rows = self.k, float(self.bias), self.rows
         Wprev = self.W.copy()
         out = np.zeros(4)
@@ -193,6 +226,93 @@ class WestonWatkinsSolver(Solver):
         entry = self._entry("slab" if certified else "stream", active=int(rows.kept()[0]))
         entry["pg_max"], entry["slab_sweeps"] = float(out[3]), sweeps
         return entry
+
+    # -- the whole store in RAM: rounds of one evaluating sweep and shrunk sweeps ---------
+    def _ram_round(self, sched) -> dict:
+        """One round over a RAM slab holding every row (module doc, "Whole store in RAM"):
+        a sweep over every row that trains and sums the loss of the weights it starts from
+        (their exact gap: the certified iterate), then — from the second round on and
+        unless a rule holds — sweeps of the rows not shrunk, as many visits as the gaps so
+        far say are needed to reach the stopping rule before the next certificate."""
+        rows, B = self.rows, float(self.bias)
+        if rows.ram is None:
+            rows.load_all()                 # one bulk read of the store; no streamed pass
+        sl = rows.ram
+        y, q = self._slab_rows(sl)
+        beta, gamma, live = sl.local["ww.beta"], sl.local["ww.gamma"], sl.local["ww.active"]
+        n, first, visits0 = sl.n_rows, self.epochs == 0, sched.rows_visited
+        Wprev = self.W.copy()
+        out = np.zeros(4)
+        order = sched.rng(self.sweeps, _SLAB_STREAM).permutation(n).astype(np.int64)
+        self.sweeps += 1
+        sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
+                  (self.W, Wprev, self.Cy, B, not first, True), self._scratch(), out)
+        sched.count_rows(n)
+        self.epochs += 1
+        # at W = 0 every pair's hinge is 1: P(0) = Σ_i C_i (k − 1), no evaluation needed
+        loss = float(self.Cy[y].sum()) * (self.k - 1) if first else float(out[0])
+        self._certify(Wprev, *self._objectives(Wprev, loss, self.gsum[0]))
+        self.gsum[0] = out[1]
+        self.trend[:2] = self.trend[2:]
+        self.trend[2:] = visits0, self.cert[0] - self.cert[1]
+        rel, _, by_decay = self._rules(*self.cert[:2])
+        sweeps = 0
+        if not first and not (rel <= self.tol or by_decay):
+            # (none after the first sweep: the next round certifies the iterate of one
+            # epoch, DG_1 as in the paper)
+            sweeps = self._shrunk_sweeps(sched, sl, y, q, self._visits_wanted(sched))
+        entry = self._entry("slab", active=int(np.count_nonzero(live)))
+        entry["pg_max"], entry["slab_sweeps"] = float(out[3]), sweeps
+        return entry
+
+    def _slab_rows(self, sl):
+        """The slab's class indices and ``‖x̄_i‖²``, computed once per slab."""
+        version, y, q = self._slab_arrays
+        if version != self.rows.ram_version:
+            B = float(self.bias)
+            y = _class_index(sl.y, self.binary)
+            q = np.empty(sl.n_rows)
+            row_sq_norms(sl.X, B * B, q)
+            self._slab_arrays = (self.rows.ram_version, y, q)
+        return y, q
+
+    def _visits_wanted(self, sched) -> int:
+        """Row visits of shrunk sweeps before the next round: the gap falls about linearly
+        in log scale with the visits, so from the last two certificates, ``_AIM`` times the
+        visits that reach the nearer stopping rule's gap, less this round's sweep; at most
+        4× the visits between those certificates and ``_SLAB_SWEEPS`` sweeps of the slab."""
+        va, ga, vb, gb = self.trend
+        target = self.tol * abs(self.cert[0])
+        if self.gap_decay > 0 and self.gap1[0] > 0:
+            target = max(target, self.gap_decay * self.gap1[0])
+        if not (vb > va and ga > gb > target > 0):
+            return 0                        # no trend (the gap did not fall): a round each
+        need = np.log(gb / target) * (vb - va) / np.log(ga / gb)
+        want = _AIM * need - (sched.rows_visited - vb)
+        return int(min(max(want, 0.0), 4.0 * (vb - va), _SLAB_SWEEPS * float(sched.n_rows)))
+
+    def _shrunk_sweeps(self, sched, sl, y, q, visits) -> int:
+        """Sweeps of the slab rows not shrunk (a row skipped, or whose β a sweep left
+        unchanged, sits out the following ones until the next round's sweep over every
+        row), a new seeded order each, until ``visits`` row visits are made, no row is left,
+        ``_SLAB_SWEEPS`` sweeps or ``max_passes``: the sweeps made."""
+        beta, gamma, live = sl.local["ww.beta"], sl.local["ww.gamma"], sl.local["ww.active"]
+        scratch, done, sweeps = self._scratch(), 0, 0
+        while done < visits and sweeps < _SLAB_SWEEPS and sched.passes < self.max_passes:
+            idx = np.flatnonzero(live).astype(np.int64)
+            if len(idx) == 0:
+                break
+            order = idx[sched.rng(self.sweeps, _SLAB_STREAM).permutation(len(idx))]
+            self.sweeps += 1
+            sweeps += 1
+            sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
+                      (self.W, self.W, self.Cy, float(self.bias), False, True), scratch,
+                      np.zeros(4))
+            sched.count_rows(len(order))
+            done += len(order)
+        if sweeps:
+            self.gsum[0] = float(gamma.sum())
+        return sweeps
 
     def _scratch(self):
         k = self.k
@@ -247,16 +367,22 @@ class WestonWatkinsSolver(Solver):
     def _certify_slab(self, sched, sl, y, dgamma) -> bool:
         """The exact duality gap of the newest weights over a slab holding every row;
         certified (the model returned) when a stopping rule holds."""
-        W, B = self.W, float(self.bias)
-        loss = np.zeros(1)
-        sched.run(ww_scores_loss, sl.X, self.unit, y, W, self.Cy, B, np.empty(self.k), loss)
-        sched.count_rows(sl.n_rows)
-        primal, dual = self._objectives(W, loss[0], self.gsum[0] + dgamma)
+        W = self.W
+        primal, dual = self._objectives(W, self._slab_loss(sched, sl, y), self.gsum[0] + dgamma)
         rel, _, by_decay = self._rules(primal, dual)
         if rel <= self.tol or by_decay:
             self._certify(W.copy(), primal, dual)
             return True
         return False
+
+    def _slab_loss(self, sched, sl, y) -> float:
+        """The summed hinge loss of the newest weights over the slab's rows (read-only, its
+        row visits counted)."""
+        loss = np.zeros(1)
+        sched.run(ww_scores_loss, sl.X, self.unit, y, self.W, self.Cy, float(self.bias),
+                  np.empty(self.k), loss)
+        sched.count_rows(sl.n_rows)
+        return float(loss[0])
 
     @staticmethod
     def _objectives(W, loss, gsum) -> tuple[float, float]:
@@ -272,11 +398,16 @@ class WestonWatkinsSolver(Solver):
         return rel, decay, bool(self.gap_decay > 0 and decay <= self.gap_decay)
 
     def final_check(self, sched) -> dict:
-        """An exact read-only pass at the newest weights."""
+        """An exact read-only pass at the newest weights (over the slab when it holds every
+        row)."""
         W, B = self.W, float(self.bias)
-        res = sched.map_reduce(_ww_loss_block, args=(W, self.Cy, B, self.unit, self.binary),
-                               acc={"loss": Accumulator(1)})
-        self._certify(W.copy(), *self._objectives(W, res["loss"][0], self.gsum[0]))
+        if self.whole and self.rows.ram is not None:
+            loss = self._slab_loss(sched, self.rows.ram, self._slab_rows(self.rows.ram)[0])
+        else:
+            loss = sched.map_reduce(_ww_loss_block, args=(W, self.Cy, B, self.unit,
+                                                          self.binary),
+                                    acc={"loss": Accumulator(1)})["loss"][0]
+        self._certify(W.copy(), *self._objectives(W, loss, self.gsum[0]))
         entry = self._entry("check", active=int(self.rows.kept()[0]))
         entry["pg_max"], entry["slab_sweeps"] = np.nan, 0
         return entry

@@ -68,21 +68,34 @@ def test_optimum_matches_an_independent_solve_of_the_dual():
     assert model.coef.shape == (k, X.shape[1])
 
 
-def test_weights_stay_the_image_of_beta_and_beta_stays_in_its_box():
+def _beta_gamma(solver):
+    """β and γ of every row, from the RAM slab for the rows it holds."""
+    beta, gamma = solver.beta.to_array(), solver.gamma.to_array()
+    ram = solver.rows.ram
+    if ram is not None:
+        beta[ram.ids], gamma[ram.ids] = ram.local["ww.beta"], ram.local["ww.gamma"]
+    return beta, gamma
+
+
+@pytest.mark.parametrize("slab", [True, False], ids=["whole-store-in-ram", "streamed"])
+def test_weights_stay_the_image_of_beta_and_beta_stays_in_its_box(slab):
     X, y = _load("dna/dna.scale", 400)
     classes, yi = np.unique(y, return_inverse=True)
     k = len(classes)
-    solver = WestonWatkinsSolver(C=0.5, class_weight={1: 2.0})
+    solver = WestonWatkinsSolver(C=0.5, class_weight={1: 2.0}, slab=slab)
     sched = PassScheduler(InMemoryStore(X, y, chunk_rows=37), memory="64MB")
     try:
         solver.check_store(sched.store)
         solver.start(sched)
+        assert solver.whole == slab
         for _ in range(5):
             entry = solver.step(sched)
-        beta = solver.beta.to_array()
+        assert (solver.rows.ram is not None) == slab
+        beta, gamma = _beta_gamma(solver)
         Cy = np.where(classes[yi] == 1, 1.0, 0.5)
         assert np.all(beta >= 0) and np.all(beta <= Cy[:, None])
-        np.testing.assert_allclose(solver.gamma.to_array(), beta.sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(gamma, beta.sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(solver.gsum[0], gamma.sum(), rtol=1e-12)
         np.testing.assert_allclose(solver.W[:-1], _weights(X, yi, beta, k), atol=1e-10)
         assert entry["primal"] >= entry["dual"]
     finally:
