@@ -198,6 +198,29 @@ def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
     return 2 if changed else 1
 
 
+@kernel_inline
+def _axpy_changed(X, unit, i, dW, W, cols):
+    """``W[:, c] += dW[c] · x_i`` (bias row excluded: the caller's): over the columns whose
+    ``dW[c]`` is not 0 when they are at most half of them (with many classes a step changes
+    a few of a row's k − 1 multipliers), else over all (adding 0 changes nothing).
+    ``cols``: int64 scratch of k entries."""
+    k = dW.shape[0]
+    m = 0
+    for c in range(k):
+        if dW[c] != 0.0:
+            cols[m] = c
+            m += 1
+    if 2 * m > k:
+        row_axpys(X, unit, i, dW, W)
+        return
+    indptr, indices, data = X
+    for p in range(indptr[i], indptr[i + 1]):
+        x = 1.0 if unit else np.float64(data[p])
+        j = indices[p]
+        for t in range(m):
+            W[j, cols[t]] += x * dW[cols[t]]
+
+
 @kernel
 def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """One sweep of block coordinate descent over the rows ``order`` of one block, with the
@@ -221,9 +244,9 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         ``W`` (n_features + 1, k), updated in place; ``Wprev`` the weights at the end of the
         previous pass (only read: with ``evaluate``, its hinge losses are summed); ``Cy``
         (k,) the cost of a row of each class; ``B`` the bias feature's value.
-    scratch : tuple (z, zp, v, b, dW, heap, vs, P)
+    scratch : tuple (z, zp, v, b, dW, heap, vs, P, cols)
         float64 arrays: ``z``, ``zp`` and ``dW`` of k entries, ``v``, ``b``, ``heap`` and
-        ``vs`` of k − 1, ``P`` of k.
+        ``vs`` of k − 1, ``P`` of k; ``cols`` int64 of k.
     out : ndarray of shape (4,)
         Added into: [0] ``Σ C_i ·`` WW hinge loss at ``Wprev``, [1] ``Σ γ_i`` of the rows
         visited, after the sweep, [2] rows whose β changed, [3] the largest
@@ -231,7 +254,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
     """
     beta, gamma, active = state
     W, Wprev, Cy, B, evaluate, shrink = model
-    z, zp, v, b, dW, heap, vs, P = scratch
+    z, zp, v, b, dW, heap, vs, P, cols = scratch
     k = W.shape[1]
     d = W.shape[0] - 1
     for t in range(order.shape[0]):
@@ -250,7 +273,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
             z[c] += B * W[d, c]
         step = _ww_row(i, yi, Ci, q[i], z, beta, gamma, v, b, dW, heap, vs, P, out)
         if step == 2:
-            row_axpys(X, unit, i, dW, W)
+            _axpy_changed(X, unit, i, dW, W, cols)
             for c in range(k):
                 W[d, c] += B * dW[c]
             out[2] += 1.0
@@ -275,7 +298,7 @@ def ww_cocoa(X, unit, y, q, order, state, model, scratch, out_dW, out):
     state : tuple (beta, gamma)
     model : tuple (W, Cy, B, sigma)
     scratch : tuple (z, zd, v, b, dW, heap, vs, P)
-        As :func:`ww_epoch`'s (``zd`` in ``zp``'s place).
+        As :func:`ww_epoch`'s (``zd`` in ``zp``'s place, no ``cols``).
     out_dW : ndarray of shape (n_features + 1, k)
         The partition's ``ΔW`` (read and added to).
     out : ndarray of shape (4,)

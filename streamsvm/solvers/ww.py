@@ -279,16 +279,20 @@ class WestonWatkinsSolver(Solver):
     def _visits_wanted(self, sched) -> int:
         """Row visits of shrunk sweeps before the next round: the gap falls about linearly
         in log scale with the visits, so from the last two certificates, ``_AIM`` times the
-        visits that reach the nearer stopping rule's gap, less this round's sweep; at most
-        4× the visits between those certificates and ``_SLAB_SWEEPS`` sweeps of the slab."""
+        visits that reach the nearer stopping rule's gap, less this round's sweep (when the
+        gap rose: the last spacing again); at most 4× the visits between those certificates
+        and ``_SLAB_SWEEPS`` sweeps of the slab."""
         va, ga, vb, gb = self.trend
         target = self.tol * abs(self.cert[0])
         if self.gap_decay > 0 and self.gap1[0] > 0:
             target = max(target, self.gap_decay * self.gap1[0])
-        if not (vb > va and ga > gb > target > 0):
-            return 0                        # no trend (the gap did not fall): a round each
-        need = np.log(gb / target) * (vb - va) / np.log(ga / gb)
-        want = _AIM * need - (sched.rows_visited - vb)
+        if not vb > va:
+            return 0
+        if ga > gb > target > 0:
+            need = _AIM * np.log(gb / target) * (vb - va) / np.log(ga / gb)
+        else:                               # no trend (the gap rose): the last spacing again
+            need = vb - va
+        want = need - (sched.rows_visited - vb)
         return int(min(max(want, 0.0), 4.0 * (vb - va), _SLAB_SWEEPS * float(sched.n_rows)))
 
     def _shrunk_sweeps(self, sched, sl, y, q, visits) -> int:
@@ -317,7 +321,7 @@ class WestonWatkinsSolver(Solver):
     def _scratch(self):
         k = self.k
         return (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
-                np.empty(k - 1), np.empty(k - 1), np.empty(k))
+                np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k, np.int64))
 
     def _slab_sweeps(self, sched, pg_pass) -> tuple[int, bool]:
         """Sweeps of the RAM slab's rows (a new seeded order each), with shrinking: a row

@@ -232,7 +232,8 @@ def test_cocoa_kernel_with_one_partition_is_the_plain_sweep():
         ww_epoch((Xc.indptr, Xc.indices, Xc.data), False, yi, q, rows.astype(np.int64),
                  (b2, g2, np.ones(n, np.uint8)), (W, W, np.full(k, 0.5), 0.0, False, False),
                  (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
-                  np.empty(k - 1), np.empty(k - 1), np.empty(k)), np.zeros(4))
+                  np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k, np.int64)),
+                 np.zeros(4))
     np.testing.assert_allclose(W0, W, atol=1e-10)
     np.testing.assert_allclose(beta, b2, atol=1e-10)
 
