@@ -33,19 +33,22 @@ __all__ = ["walrus", "ww_cocoa", "ww_epoch", "ww_scores_loss"]
 
 @kernel_inline
 def _sift_down(a, start, end):
-    """Max-heap sift of ``a[start]`` within ``a[:end]``."""
+    """Max-heap sift of ``a[start]`` within ``a[:end]`` (the value moves once: the larger
+    children move up into the hole it leaves)."""
+    x = a[start]
     root = start
     while True:
         child = 2 * root + 1
         if child >= end:
-            return
+            break
         if child + 1 < end and a[child + 1] > a[child]:
             child += 1
-        if a[child] > a[root]:
-            a[root], a[child] = a[child], a[root]
+        if a[child] > x:
+            a[root] = a[child]
             root = child
         else:
-            return
+            break
+    a[root] = x
 
 
 @kernel_inline
@@ -171,16 +174,19 @@ def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
     zy = z[yi]
     gi = gamma[i]
     pos = False
+    pgmax = out[3]                              # (a local: no store to out per slot)
     for s in range(k - 1):
         c = _slot_class(s, yi)
         g = (zy - z[c]) - 1.0                   # the D2 gradient of slot s
         bs = beta[i, s]
         pg = g if 0.0 < bs < Ci else (min(g, 0.0) if bs <= 0.0 else max(g, 0.0))
-        if abs(pg) > out[3]:
-            out[3] = abs(pg)
-        v[s] = bs + gi - g / qi
-        if v[s] > 0.0:
+        if abs(pg) > pgmax:
+            pgmax = abs(pg)
+        vs_ = bs + gi - g / qi
+        v[s] = vs_
+        if vs_ > 0.0:
             pos = True
+    out[3] = pgmax
     if gi == 0.0 and not pos:                   # β_i = 0 and every margin ≥ 1: b = 0
         return 0
     gnew = walrus(v, Ci, b, (heap, vs, P))
@@ -263,19 +269,22 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         Ci = Cy[yi]
         if evaluate:            # the previous pass's weights too: their loss on this row
             row_dots2(X, unit, i, W, Wprev, z, zp)
-            for c in range(k):
-                zp[c] += B * Wprev[d, c]
+            if B != 0.0:        # (no bias: its k-entry loops are skipped, adding 0)
+                for c in range(k):
+                    zp[c] += B * Wprev[d, c]
             out[0] += Ci * _ww_loss(zp, yi, k)
         active[i] = 1
         if not evaluate and q[i] != 0.0:
             row_dots(X, unit, i, W, z)
-        for c in range(k):
-            z[c] += B * W[d, c]
+        if B != 0.0:
+            for c in range(k):
+                z[c] += B * W[d, c]
         step = _ww_row(i, yi, Ci, q[i], z, beta, gamma, v, b, dW, heap, vs, P, out)
         if step == 2:
             _axpy_changed(X, unit, i, dW, W, cols)
-            for c in range(k):
-                W[d, c] += B * dW[c]
+            if B != 0.0:
+                for c in range(k):
+                    W[d, c] += B * dW[c]
             out[2] += 1.0
         elif step == 0 or (step == 1 and shrink):   # skipped, or at its block's minimum
             active[i] = 0
