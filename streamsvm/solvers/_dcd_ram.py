@@ -9,7 +9,9 @@ of a row's features sit side by side in memory where one class uses one. So with
 in the RAM slab and more than one class, dcd runs LIBLINEAR's epochs one class at a time on
 contiguous copies of that class's columns (its α, shrink flags, margins and weights), each
 class with its own ε, its own shrinking thresholds and its own schedule of exact checks, and
-checks all classes exactly (one pass over the slab) once each one's estimate is ready.
+checks all classes exactly (one pass over the slab) once each one's estimate is ready. The
+contiguous copies are made once and kept from call to call until the check (or a checkpoint)
+needs the solver's own arrays again.
 Visits count as passes at one k-th each (a class's epoch reads every row for one model).
 Each class gets its share of ``max_passes`` (LIBLINEAR's per-class ``max_iter``). Measured
 with ``python tools/bench.py --suite quick`` (BENCHMARKS.md, quick suite, multiclass).
@@ -111,6 +113,31 @@ class PerClass:
         # the check, so at max_passes every class has had its share, not the first one all
         self.spent = np.zeros(k, dtype=np.int64)
         self.visits = 0                            # row visits not yet counted as passes
+        self.cm = None      # class-major copies (duals, model) kept from step to step
+
+    def _class_major(self):
+        """``(duals, model)`` as the kernel takes them, class by class contiguous: copied
+        from the solver's row-major arrays once, then kept until :meth:`sync`."""
+        if self.cm is None:
+            s, local = self.s, self.s.rows.ram.local
+            duals = tuple(np.ascontiguousarray(a.T) for a in
+                          (local["dcd.alpha"], local["dcd.active"], s.ramslab.margin))
+            model = (np.ascontiguousarray(s.W.T), s.wb, np.ascontiguousarray(s.zu.T), s.zs)
+            self.cm = (duals, model)
+        return self.cm
+
+    def sync(self) -> None:
+        """The class-major copies back into the solver's arrays (before anything else reads
+        or changes them: the exact check, a checkpoint, the result)."""
+        if self.cm is None:
+            return
+        s, local = self.s, self.s.rows.ram.local
+        duals, model = self.cm
+        local["dcd.alpha"][...] = duals[0].T
+        local["dcd.active"][...] = duals[1].T
+        s.ramslab.margin[...] = duals[2].T
+        s.W[...], s.zu[...] = model[0].T, model[2].T
+        self.cm = None
 
     def step(self, sched):
         """Epochs of every class not ready for the check, each in turn on its own
@@ -120,10 +147,8 @@ class PerClass:
         if len(waiting) == 0:
             return None
         s, sl = self.s, self.s.rows.ram
-        k, local = s.k, sl.local
-        duals = tuple(np.ascontiguousarray(a.T) for a in
-                      (local["dcd.alpha"], local["dcd.active"], s.ramslab.margin))
-        model = (np.ascontiguousarray(s.W.T), s.wb, np.ascontiguousarray(s.zu.T), s.zs)
+        k = s.k
+        duals, model = self._class_major()
         pg, info = np.zeros((k, 3)), np.zeros((k, 5))
         seeds = sched.rng(s.epochs, 1).integers(2**63, size=k, dtype=np.uint64)
         share = float(s.max_passes) * sl.n_rows
@@ -134,19 +159,15 @@ class PerClass:
         sched.run(dcd_classes_epochs, sl.X, s.unit, sl.y, s.ramslab.qd, duals, model, s.prob,
                   s.shrink, control, seeds,
                   (np.empty(sl.n_rows, np.int64), np.empty((1, 3))), (pg, s.cert, info))
-        local["dcd.alpha"][...] = duals[0].T
-        local["dcd.active"][...] = duals[1].T
-        s.ramslab.margin[...] = duals[2].T
-        s.W[...], s.zu[...] = model[0].T, model[2].T
         visits = info[waiting, 1].astype(np.int64)
         self.visits += int(visits.sum())
         self.spent[waiting] += visits
         sched.count_rows(self.visits // k)
         self.visits %= k
         for c in waiting[info[waiting, 3] != 0]:   # every row shrunk for c: un-shrink it
-            local["dcd.active"][:, c] = 1
+            duals[1][c] = 1
             s.shrink[0][c], s.shrink[1][c] = np.inf, -np.inf
-            s.zu[:, c], s.zs[c] = 0.0, 0.0
+            model[2][c], s.zs[c] = 0.0, 0.0
         ran = info[waiting, 0] > 0
         spread = np.where(ran, info[waiting, 2], -np.inf)
         cert = s.cert[waiting]
@@ -180,6 +201,7 @@ class PerClass:
             self.spent[c] = 0
 
     def state_dict(self) -> tuple[dict, dict]:
+        """(The solver syncs the class-major copies first.)"""
         return {f"per_class.{n}": getattr(self, n) for n in self.FIELDS}, {"visits": self.visits}
 
     def load_state_dict(self, arrays: dict, meta: dict) -> None:

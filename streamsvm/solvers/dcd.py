@@ -205,6 +205,7 @@ class DCDSolver(Solver):
         else one pass over the store that also collects the rows left active."""
         by_gap, by_pg = self.pending
         self.pending = None
+        self._sync()
         k, rows = self.k, self.rows
         _, dual = self._objectives()            # exact; computed before active changes
         self.zu[:] = 0.0
@@ -274,6 +275,7 @@ class DCDSolver(Solver):
 
     def unshrink(self) -> None:
         """Every row active again (inside the RAM slab when it holds every row)."""
+        self._sync()
         self.zu[:] = 0.0
         self.zs[:] = 0.0
         self.cert_fresh = False
@@ -288,7 +290,12 @@ class DCDSolver(Solver):
         self.terms[:] = np.nan         # known again after the next sweep
 
     # -- results and checkpoints ---------------------------------------------------------
+    def _sync(self) -> None:    # one-vs-rest class by class: its class-major copies back
+        if self.per_class is not None:
+            self.per_class.sync()
+
     def coef(self):
+        self._sync()
         self.ramslab.leave()
         self.rows.close()
         return self.W.T.copy(), self.wb * self.bias
@@ -303,6 +310,7 @@ class DCDSolver(Solver):
                     "pending")
 
     def state_dict(self):
+        self._sync()
         arrays, meta = super().state_dict()
         rows_arrays, meta["rows"] = self.rows.state_dict()
         arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
