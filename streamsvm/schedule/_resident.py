@@ -564,6 +564,17 @@ class ResidentRows:
                 "disk_y_dtype": None if self.disk is None else str(self.disk.dtypes["y"])}
         return arrays, meta
 
+    def save_into(self, arrays: dict, meta: dict) -> None:
+        """Add :meth:`state_dict` to a solver's checkpoint (arrays under ``rows.``, meta
+        under ``"rows"``)."""
+        rows_arrays, meta["rows"] = self.state_dict()
+        arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
+
+    def load_from(self, arrays: dict, meta: dict) -> None:
+        """Restore what :meth:`save_into` added to a solver's checkpoint."""
+        self.load_state_dict({k[5:]: v for k, v in arrays.items() if k.startswith("rows.")},
+                             meta["rows"])
+
     def load_state_dict(self, arrays: dict, meta: dict) -> None:
         """Restore :meth:`state_dict`, writing the slabs again from the store (read outside
         any sweep: no pass counted, later orders unchanged)."""

@@ -312,8 +312,7 @@ class DCDSolver(Solver):
     def state_dict(self):
         self._sync()
         arrays, meta = super().state_dict()
-        rows_arrays, meta["rows"] = self.rows.state_dict()
-        arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
+        self.rows.save_into(arrays, meta)
         if self.rows.ram is not None:
             slab, meta["slab"] = self.ramslab.state_dict()
             arrays.update(slab)
@@ -324,8 +323,7 @@ class DCDSolver(Solver):
 
     def load_state_dict(self, arrays, meta) -> None:
         super().load_state_dict(arrays, meta)
-        self.rows.load_state_dict({k[5:]: v for k, v in arrays.items() if k.startswith("rows.")},
-                                  meta["rows"])
+        self.rows.load_from(arrays, meta)
         if "per_class" in meta:
             self.per_class = PerClass(self)
             self.per_class.load_state_dict(arrays, meta["per_class"])

@@ -308,15 +308,13 @@ class NewtonSolver(Solver):
     def state_dict(self):
         arrays, meta = super().state_dict()
         if self.rows is not None:              # cg keeps its rows in RAM between steps
-            rows_arrays, meta["rows"] = self.rows.state_dict()
-            arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
+            self.rows.save_into(arrays, meta)
         return arrays, meta
 
     def load_state_dict(self, arrays, meta) -> None:
         super().load_state_dict(arrays, meta)
         if self.rows is not None:
-            self.rows.load_state_dict({k[5:]: v for k, v in arrays.items()
-                                       if k.startswith("rows.")}, meta["rows"])
+            self.rows.load_from(arrays, meta)
 
     def close(self) -> None:
         if getattr(self, "rows", None) is not None:

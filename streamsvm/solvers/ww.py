@@ -167,15 +167,13 @@ class WestonWatkinsSolver(Solver):
     def state_dict(self):
         arrays, meta = super().state_dict()
         if self.whole:                      # the slab stays between iterations (β lives there)
-            rows_arrays, meta["rows"] = self.rows.state_dict()
-            arrays.update({f"rows.{k}": v for k, v in rows_arrays.items()})
+            self.rows.save_into(arrays, meta)
         return arrays, meta
 
     def load_state_dict(self, arrays, meta) -> None:
         super().load_state_dict(arrays, meta)
         if "rows" in meta:
-            self.rows.load_state_dict({k[5:]: v for k, v in arrays.items()
-                                       if k.startswith("rows.")}, meta["rows"])
+            self.rows.load_from(arrays, meta)
     history_extras = ("gap_decay", "pg_max", "slab_sweeps")
 
     @property
@@ -336,9 +334,7 @@ class WestonWatkinsSolver(Solver):
         there, with no pass over the store: ``(sweeps, certified)``."""
         sl, B = self.rows.ram, float(self.bias)
         beta, gamma = sl.local["ww.beta"], sl.local["ww.gamma"]
-        y = _class_index(sl.y, self.binary)
-        q = np.empty(sl.n_rows)
-        row_sq_norms(sl.X, B * B, q)
+        y, q = self._slab_rows(sl)
         before = float(gamma.sum())
         live = sl.local["ww.active"].copy()       # the rows not shrunk
         scratch, n, full, certified = self._scratch(), 0, True, False
