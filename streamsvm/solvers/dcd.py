@@ -9,7 +9,8 @@ with the bias ``b`` a regularized constant feature of value ``B`` (``bias``; 0 d
 it). Dual: ``min_α f(α) = ½‖Σ y_i α_i x̄_i‖² + ½ Σ D_i α_i² − Σ α_i`` subject to
 ``0 ≤ α_i ≤ U_i`` (hinge: ``U_i = C_i, D_i = 0``; squared hinge: ``U_i = ∞, D_i = 1/(2C_i)``),
 ``w = Σ y_i α_i x_i``. Multiclass data is solved one-vs-rest: out of core every model is
-updated on each visit of a row (one read serves all classes), in RAM class by class.
+updated on each visit of a row (one read serves all classes), in RAM class by class, where
+a squared-hinge class on which the dual crawls switches to a primal Newton (``_dcd_ram.py``).
 
 Method: Hsieh et al. 2008 as LIBLINEAR 1.92 implements it, not the paper's printed
 Algorithm 2 (spec_003 §1.9), with LIBLINEAR's shrinking per row (the thresholds of the
@@ -262,6 +263,8 @@ class DCDSolver(Solver):
                 t = np.zeros((self.k, 3))       # the rows outside the slab are all shrunk
                 dcd_terms_add(self.rows.ram.y, self.ramslab.duals(), self.prob, t)
             dcd_estimate(self.model, t, self.cert)
+            if self.per_class is not None:
+                self.per_class.primal_duals(self.cert)
             self.cert_fresh = True
         return self.cert[:, 0].copy(), self.cert[:, 1].copy()
 

@@ -189,6 +189,57 @@ def test_one_vs_rest_in_ram_shares_max_passes_among_the_classes():
     assert np.mean(model.predict(X) == y) > 0.5
 
 
+def test_squared_hinge_classes_too_slow_for_the_dual_go_primal(tmp_path):
+    """One-vs-rest squared hinge in RAM: on pendigits (unscaled) the dual's first epochs
+    project far more epochs than the switch allows, so the classes go to the primal Newton
+    (LIBLINEAR -s 1 -> -s 2) and reach LIBLINEAR's optimum with an exact certificate; the
+    dual's value of a primal class is its own (its W is the primal iterate); a checkpoint
+    resumes bit for bit."""
+    from .test_conformance import check_kill_and_resume
+    X, y = sk.load_svmlight_file(str(shared_dataset("pendigits/pendigits")))
+    X, y = sp.csr_matrix(X[:2000]), y[:2000]
+    store = InMemoryStore(X, y, chunk_rows=2000)
+    model, res = _fit(X, y, store=store, loss="squared_hinge", tol=1e-3, max_passes=200)
+    assert res.converged and res.history[-1]["exact"] and res.passes < 60
+    lib = pytest.importorskip("liblinear.liblinearutil")
+    prob = lib.problem(y, X)
+    prob.set_bias(1)
+    m = lib.train(prob, lib.parameter("-s 2 -c 1 -e 1e-8 -B 1 -q"))
+    k, d = len(model.classes), X.shape[1] + 1
+    labels = list(m.label[:k])
+    total_ref = total = 0.0
+    for c, cls in enumerate(model.classes):
+        j = labels.index(int(cls))
+        wref = np.array([m.w[i * k + j] for i in range(d)])
+        yc = np.where(y == cls, 1.0, -1.0)
+        total_ref += primal(X, yc, wref[:-1], wref[-1], 1.0, "squared_hinge")
+        total += primal(X, yc, model.coef[c], model.intercept[c], 1.0, "squared_hinge")
+    assert total_ref <= total <= total_ref * (1 + 1e-3)
+    assert res.primal == pytest.approx(total, rel=1e-6)
+    assert res.dual <= total_ref * (1 + 1e-9)
+    check_kill_and_resume(
+        lambda **kw: _fit(X, y, store=store, loss="squared_hinge", tol=1e-3, **kw), tmp_path,
+        stops=(1, 2))
+    assert [h["kind"] for h in res.history] == ["slab", "slab", "check"]
+
+
+def test_the_projected_dual_epochs_decide_the_switch(monkeypatch):
+    """vowel's classes project a few tens of dual epochs after the probe: with the switch
+    at a million epochs none goes primal (the same model as with the switch disabled), with
+    the switch at 0 every class not done does (another model, also converged)."""
+    from streamsvm.solvers._dcd_ram import PerClass
+    X, y = sk.load_svmlight_file(str(shared_dataset("vowel/vowel.scale")))
+    X = sp.csr_matrix(X)
+    monkeypatch.setattr(PerClass, "SWITCH_AFTER", np.inf)
+    dual_only, _ = _fit(X, y, loss="squared_hinge", tol=1e-3)
+    monkeypatch.setattr(PerClass, "SWITCH_AFTER", 1e6)
+    same, _ = _fit(X, y, loss="squared_hinge", tol=1e-3)
+    np.testing.assert_array_equal(same.coef, dual_only.coef)
+    monkeypatch.setattr(PerClass, "SWITCH_AFTER", 0.0)      # every class not done goes primal
+    primal_all, res = _fit(X, y, loss="squared_hinge", tol=1e-3)
+    assert res.converged and not np.array_equal(primal_all.coef, dual_only.coef)
+
+
 def test_max_passes_warns_and_reports_not_converged(a9a_slice):
     X, y = a9a_slice
     with pytest.warns(ConvergenceWarning, match="max_passes") as caught:
