@@ -15,6 +15,7 @@ import pytest
 import streamsvm as ss
 import streamsvm.schedule as schedule
 from streamsvm.cli import main
+from streamsvm.exceptions import ConvergenceWarning
 from streamsvm._train import _store_identity
 from streamsvm.exceptions import CheckpointError, OutputNotWritableError
 from streamsvm.io import Store, convert, open_store
@@ -124,9 +125,12 @@ def _fail_fsync_after(monkeypatch, n_ok):
 
 def test_full_checkpoint_disk_stops_training_and_resume_continues(dna_store, tmp_path, capsys,
                                                                   monkeypatch):
-    args = ["train", str(dna_store), "-q", "--checkpoint-every-passes", "1"]
+    # streamed sweeps (no RAM slab), one checkpoint each: in RAM dna takes two iterations
+    args = ["train", str(dna_store), "-q", "--checkpoint-every-passes", "1", "--no-slab",
+            "--max-passes", "8"]
     ref = tmp_path / "ref.json"
-    assert main(args + ["-o", str(ref), "--checkpoint", str(tmp_path / "ck_ref")]) == 0
+    with pytest.warns(ConvergenceWarning):
+        assert main(args + ["-o", str(ref), "--checkpoint", str(tmp_path / "ck_ref")]) == 0
     ckpt, out = tmp_path / "ck", tmp_path / "m.json"
     with monkeypatch.context() as mp:
         _fail_fsync_after(mp, 4 * 3)                # the fourth checkpoint hits a full disk
@@ -139,7 +143,8 @@ def test_full_checkpoint_disk_stops_training_and_resume_continues(dna_store, tmp
     files = sorted(os.listdir(ckpt))
     assert _manifests(ckpt) == ["manifest-00000002.json", "manifest-00000003.json"]
     assert not [f for f in files if f.endswith(".partial") or f.startswith("ckpt-00000004")]
-    assert main(args + ["-o", str(out), "--checkpoint", str(ckpt), "--resume"]) == 0
+    with pytest.warns(ConvergenceWarning):
+        assert main(args + ["-o", str(out), "--checkpoint", str(ckpt), "--resume"]) == 0
     assert out.read_bytes() == ref.read_bytes()
 
 

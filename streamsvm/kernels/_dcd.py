@@ -11,7 +11,9 @@ Argument groups (tuples, so that a kernel takes about ten arguments):
 ``model = (W, wb, zu, zs)``
     ``W`` (d, k) and ``wb`` (k,) the models (the bias is a regularized constant feature of
     value ``B`` kept as the scalar ``wb[c]``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over
-    the rows shrunk at the upper bound (below).
+    the rows shrunk at the upper bound (below). One model (k = 1: a binary problem, or one
+    class of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as d-vectors, which the
+    CSR primitives read without the (d, k) address arithmetic (``_csr.w_at``).
 ``prob = (pos, Cp, Cn, l2, B)``
     Model ``c`` takes row ``i`` as positive when ``y[i] == pos[c]`` (binary: ``y`` is ±1 and
     ``pos = [1]``); ``Cp``/``Cn`` the costs of its positive/negative rows; ``l2`` squared
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._csr import row_axpy, row_dot, row_sq_norm
+from ._csr import row_axpy, row_dot, row_sq_norm, w_at
 from ._jit import kernel, kernel_inline
 from ._prefetch import prefetch, prefetch2
 from ._rng import shuffle_prefix
@@ -238,8 +240,9 @@ def _estimate_one(c, model, loss, sum_a, half_da2, out_cert):
     reg = wb[c] * wb[c]
     lin = wb[c] * zs[c, 0]
     for j in range(W.shape[0]):
-        reg += W[j, c] * W[j, c]
-        lin += W[j, c] * zu[j, c]
+        w = w_at(W, j, c)
+        reg += w * w
+        lin += w * w_at(zu, j, c)
     reg *= 0.5
     out_cert[c, 0] = reg + loss + zs[c, 1] - lin
     out_cert[c, 1] = -(reg + half_da2 - sum_a - zs[c, 1])
@@ -258,7 +261,7 @@ def dcd_estimate(model, terms, out_cert):
         ``[primal, dual]`` per model. The dual is exact; the primal uses the recorded
         margins of active rows.
     """
-    for c in range(model[0].shape[1]):
+    for c in range(len(model[1])):
         _estimate_one(c, model, terms[c, 0], terms[c, 1], terms[c, 2], out_cert)
 
 
@@ -401,13 +404,18 @@ def dcd_slab_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_sta
 def dcd_classes_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_state, work,
                        out):
     """:func:`dcd_slab_epochs` one model at a time, for each listed class in turn, on
-    class-major arrays (one-vs-rest in RAM, class by class: ``solvers/_dcd_ram.py``).
+    class-major arrays, each class checked exactly when its own test fires (one-vs-rest in
+    RAM, class by class: ``solvers/_dcd_ram.py``).
 
-    One call runs every waiting class, so the per-call cost (argument unboxing, the
-    driver's iteration) is paid once per round, not once per class. Class ``c`` works on
-    row ``c`` of each class-major array, a contiguous vector viewed as the one-column
-    arrays :func:`dcd_slab_epochs` takes; its own thresholds, ε, visit limit and random
-    stream.
+    Class ``c`` works on row ``c`` of each class-major array, a contiguous vector viewed as
+    the one-column arrays :func:`dcd_slab_epochs` takes, with its own thresholds, ε, visit
+    limit and random stream. When its epochs stop on LIBLINEAR's test (PG spread ≤ ε) or
+    on its estimated gap (≤ ``tol``, once ``due`` visits passed since its last check), the
+    class is checked exactly at once (:func:`dcd_check` on its column, one read of the
+    rows): at an exact gap ≤ ``tol`` it is done, else ε is divided by 10 (LIBLINEAR's test
+    fired too early) or its checks are spaced wider (``base · 2^misses`` visits, misses up
+    to 2: the estimate was optimistic) and its epochs go on, until ``max_visits``. So a
+    class never waits for the others, and one call can take it to its certificate.
 
     Parameters
     ----------
@@ -418,34 +426,104 @@ def dcd_classes_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_
         ``zs`` (k, 2); updated in place.
     prob : see the module doc (all k models)
     shrink : tuple (pgmax_old, pgmin_old) of shape (k,)
-    control : tuple (classes, shrinking, max_visits, eps_pg, gap_stop, gap_after)
-        ``classes`` (m,) int64 the classes to run, in order; ``max_visits``, ``eps_pg``
-        and ``gap_after`` of shape (k,), per class.
+    control : tuple (classes, shrinking, max_visits, tol, base, eps_pg, plan, checks)
+        ``classes`` (m,) int64 the classes to run, in order; ``max_visits`` (k,) int64;
+        ``base`` the spacing of checks after a miss; updated per class: ``eps_pg`` (k,)
+        and ``plan`` (k, 3) int64 ``[visits since its last check, visits due before an
+        estimate-driven check, misses]``. ``checks`` False: no exact check, each class
+        stops where :func:`dcd_slab_epochs` does (``info[c, :5]`` as it writes them;
+        newton's polish).
     rng_state : ndarray of shape (k,), uint64
         One SplitMix64 state per class; advanced.
-    work : tuple (rows, terms)
-        Scratch as :func:`dcd_slab_epochs` (``terms`` of shape (1, 3)).
+    work : tuple (rows, terms, stats, one)
+        Scratch: ``rows`` (n_rows,) int64, ``terms`` (1, 3), ``stats`` (1, 4), ``one``
+        (5,).
     out : tuple (pg, cert, info)
-        ``pg`` (k, 3), ``cert`` (k, 2), ``info`` (k, 5): row ``c`` as
-        :func:`dcd_slab_epochs` writes them for class ``c``; rows of other classes are
-        left as they were.
+        ``pg`` (k, 3), ``cert`` (k, 2), ``info`` (k, 6): row ``c`` as
+        :func:`dcd_slab_epochs` writes them for class ``c`` (``cert`` exact after a
+        check), except ``info[c, 3]``: the exact checks made; ``info[c, 5]`` 1 when the
+        class was certified (exact gap ≤ ``tol``); rows of other classes are left as they
+        were. ``info[c, 1]`` counts the checks' reads as visits.
     """
-    classes, shrinking, max_visits, eps_pg, gap_stop, gap_after = control
+    classes, shrinking, max_visits, tol, base, eps_pg, plan, checks = control
     alpha, active, margin = duals
     W, wb, zu, zs = model
     pos, Cp, Cn, l2, B = prob
     n = alpha.shape[1]
     d = W.shape[1]
     out_pg, out_cert, out_info = out
+    rows, terms, stats, one = work
     for c in classes:
         e = c + 1
-        dcd_slab_epochs(
-            X, unit, y, qd,
-            (alpha[c].reshape((n, 1)), active[c].reshape((n, 1)), margin[c].reshape((n, 1))),
-            (W[c].reshape((d, 1)), wb[c:e], zu[c].reshape((d, 1)), zs[c:e]),
-            (pos[c:e], Cp[c:e], Cn[c:e], l2, B), (shrink[0][c:e], shrink[1][c:e]),
-            (shrinking, max_visits[c], eps_pg[c], gap_stop, gap_after[c]),
-            rng_state[c:e], work, (out_pg[c:e], out_cert[c:e], out_info[c]))
+        cduals = (alpha[c].reshape((n, 1)), active[c].reshape((n, 1)),
+                  margin[c].reshape((n, 1)))
+        cmodel = (W[c], wb[c:e], zu[c], zs[c:e])
+        cprob = (pos[c:e], Cp[c:e], Cn[c:e], l2, B)
+        cshrink = (shrink[0][c:e], shrink[1][c:e])
+        cert = out_cert[c:e]
+        if not checks:
+            dcd_slab_epochs(X, unit, y, qd, cduals, cmodel, cprob, cshrink,
+                            (shrinking, max_visits[c], eps_pg[c], tol, plan[c, 1] - plan[c, 0]),
+                            rng_state[c:e], (rows, terms), (out_pg[c:e], cert, one))
+            for j in range(5):
+                out_info[c, j] = one[j]
+            out_info[c, 5] = 0.0
+            continue
+        epochs = 0
+        visits = 0
+        nchecks = 0
+        spread = -np.inf
+        done = 0.0
+        while visits < max_visits[c]:
+            dcd_slab_epochs(X, unit, y, qd, cduals, cmodel, cprob, cshrink,
+                            (shrinking, max_visits[c] - visits, eps_pg[c], tol,
+                             plan[c, 1] - plan[c, 0]),
+                            rng_state[c:e], (rows, terms), (out_pg[c:e], cert, one))
+            epochs += int(one[0])
+            visits += int(one[1])
+            plan[c, 0] += int(one[1])
+            spread = one[2] if one[0] > 0 else -np.inf
+            if one[3] != 0.0:        # every row shrunk: un-shrink (LIBLINEAR does the same)
+                for i in range(n):
+                    active[c, i] = 1
+                shrink[0][c], shrink[1][c] = np.inf, -np.inf
+                for j in range(d):
+                    zu[c, j] = 0.0
+                zs[c, 0], zs[c, 1] = 0.0, 0.0
+                continue
+            by_gap = (cert[0, 0] - cert[0, 1] <= tol * max(abs(cert[0, 0]), 1e-300)
+                      and plan[c, 0] >= plan[c, 1])
+            by_pg = one[0] > 0 and spread <= eps_pg[c]
+            if not (by_gap or by_pg):
+                break                                   # its visits are used up
+            # the exact check of class c
+            for j in range(d):
+                zu[c, j] = 0.0
+            zs[c, 0], zs[c, 1] = 0.0, 0.0
+            terms[0, 0], terms[0, 1], terms[0, 2] = 0.0, 0.0, 0.0
+            stats[0, 0], stats[0, 1], stats[0, 2], stats[0, 3] = -np.inf, np.inf, 0.0, 0.0
+            dcd_check(X, unit, y, cduals[:2], cmodel, cprob, (terms, stats))
+            visits += n
+            nchecks += 1
+            _estimate_one(0, cmodel, terms[0, 0], terms[0, 1], terms[0, 2], cert)
+            reg = wb[c] * wb[c]
+            for j in range(d):
+                reg += W[c, j] * W[c, j]
+            cert[0, 0] = 0.5 * reg + stats[0, 2]
+            plan[c, 0] = 0
+            if cert[0, 0] - cert[0, 1] <= tol * max(abs(cert[0, 0]), 1e-300):
+                done = 1.0
+                break
+            if by_pg:
+                eps_pg[c] = max(eps_pg[c] * 0.1, 1e-12)
+            if by_gap:
+                plan[c, 2] = min(plan[c, 2] + 1, 2)
+            plan[c, 1] = base * 2 ** plan[c, 2]
+        m = 0
+        for i in range(n):
+            m += active[c, i]
+        out_info[c, 0], out_info[c, 1], out_info[c, 2] = epochs, visits, spread
+        out_info[c, 3], out_info[c, 4], out_info[c, 5] = nchecks, m, done
 
 
 @kernel_inline

@@ -101,7 +101,9 @@ class DCDSolver(Solver):
         self.W, self.wb = np.zeros((d, k)), np.zeros(k)
         # rows shrunk at the upper bound: Σ C_i y_i x_i and [Σ C_i y_i B, Σ C_i] (kernel doc)
         self.zu, self.zs = np.zeros((d, k)), np.zeros((k, 2))
-        self.model = (self.W, self.wb, self.zu, self.zs)
+        # one model: the kernels take its weights as d-vectors (kernels/_csr.py, w_at)
+        self.model = ((self.W[:, 0], self.wb, self.zu[:, 0], self.zs) if k == 1
+                      else (self.W, self.wb, self.zu, self.zs))
         # 9k bytes per row: labels and ‖x_i‖² come with the rows, and the certificate terms
         # are summed while the rows are visited, so only α and the shrink flags persist.
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
@@ -146,14 +148,15 @@ class DCDSolver(Solver):
                 self._objectives()
                 self.per_class = PerClass(self)
             out = self.per_class.step(sched)
-            if out is None:                     # every class ready: check them all
-                self.pending = [bool(self.per_class.by_gap.any()),
-                                bool(self.per_class.by_pg.any())]
+            if out is None:                     # a class used its share: check them all
+                self.pending = [False, False]
                 return self._check(sched)
             self.epochs += out[0]
             self.cert_fresh = True              # each class's estimate, from its epochs
             primal, dual = self._objectives()
-            return self._entry(kind, primal, dual, _rel_gap(primal, dual), False)
+            # every class certified by its own exact check at its current W: exact
+            exact = bool(self.per_class.certified.all())
+            return self._entry(kind, primal, dual, _rel_gap(primal, dual), exact)
         if kind == "slab":
             epochs, spread = self.ramslab.epochs(sched, pg)
         else:
@@ -243,7 +246,7 @@ class DCDSolver(Solver):
         self.cert_fresh = True
         gap = _rel_gap(primal, dual)
         if self.per_class is not None and rows.ram_full:
-            self.per_class.after_check(gap, base)
+            self.per_class.after_check(gap)
         elif gap.max() > self.tol:
             if rows.where in ("store", "disk"):
                 rows.plan()
@@ -307,7 +310,7 @@ class DCDSolver(Solver):
         if hasattr(self, "rows"):           # (start() may have refused the budget)
             self.rows.close()
 
-    state_version = 6
+    state_version = 7
     state_arrays = ("W", "wb", "zu", "zs", "cert", "pgmax_old", "pgmin_old", "terms")
     state_values = ("epochs", "eps_pg", "gap_trigger", "check_due", "check_misses",
                     "pending")

@@ -588,14 +588,17 @@ class NewtonSolver(Solver):
             if rnd:
                 for c in classes:
                     active[c, subs[c][0]] = 1
-            pg, info, cert = np.zeros((k, 3)), np.zeros((k, 5)), np.zeros((k, 2))
+            pg, info, cert = np.zeros((k, 3)), np.zeros((k, 6)), np.zeros((k, 2))
             seeds = sched.rng(self.polishes, rnd).integers(2**63, size=k, dtype=np.uint64)
             shrink = (np.full(k, np.inf), np.full(k, -np.inf))
+            plan = np.zeros((k, 3), dtype=np.int64)
+            plan[:, 1] = limit              # no stop on the (unused) gap estimate
             sched.run(dcd_classes_epochs, sl.X, self.unit, sl.y, qd,
                       (alpha, active, np.zeros((k, n), np.float32)),
                       (W, wb, np.zeros((k, d)), np.zeros((k, 2))), (pos, Cp, Cn, False, B),
-                      shrink, (classes, True, limit, eps, -np.inf, limit), seeds,
-                      (np.empty(n, np.int64), np.empty((1, 3))), (pg, cert, info))
+                      shrink, (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
+                      (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
+                       np.empty(5)), (pg, cert, info))
             self.polish_visits += int(info[classes, 1].sum())
         crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
         return {c: alpha[c, subs[c][0]] for c in subs}, crawled

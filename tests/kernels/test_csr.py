@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from streamsvm.kernels import (csr_check, csr_matmat, csr_matvec, csr_rmatmat_add,
                                csr_rmatvec_add, csr_take_rows, indptr_check, kept_rows,
-                               row_axpy, row_axpys, row_dot, row_dots, row_sq_norm,
+                               row_axpy, row_axpys, row_dot, row_dots, row_sq_norm, w_at,
                                row_sq_norms, take_rows, values_within)
 
 DTYPES = [(np.int32, np.float64), (np.int32, np.float32), (np.int64, np.float64),
@@ -71,6 +71,21 @@ def test_row_primitives(csr):
     acc = np.zeros_like(W)
     row_axpys(X, unit, 6, a, acc)
     np.testing.assert_allclose(acc, np.outer(S[6].toarray().ravel(), a), rtol=1e-12)
+
+
+def test_one_model_as_a_d_vector_gives_the_column_bit_for_bit(csr):
+    X, S = csr
+    unit = _unit(X)
+    W = np.random.default_rng(2).standard_normal((S.shape[1], 1))
+    w = W[:, 0].copy()
+    for i in range(S.shape[0]):
+        assert row_dot(X, unit, i, w, 7) == row_dot(X, unit, i, W, 0)   # c ignored
+    out_W, out_w = W.copy(), w.copy()
+    for i in range(S.shape[0]):
+        row_axpy(X, unit, i, 0.25 * i - 1.0, out_W, 0)
+        row_axpy(X, unit, i, 0.25 * i - 1.0, out_w, 0)
+    np.testing.assert_array_equal(out_w, out_W[:, 0])
+    assert w_at(w, 3, 0) == w[3] and w_at(W, 3, 0) == W[3, 0]     # also from Python
 
 
 def test_block_kernels(csr):
