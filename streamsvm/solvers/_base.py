@@ -28,7 +28,7 @@ import numpy as np
 from ..exceptions import InvalidParameterError
 
 __all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARAMS", "C_PARAM",
-           "BIAS_PARAM", "CLASS_WEIGHT_PARAM", "SVC_LOSS_PARAM"]
+           "BIAS_PARAM", "CLASS_WEIGHT_PARAM", "SVC_LOSS_PARAM", "rel_gap"]
 
 SOLVERS: dict[str, type] = {}
 
@@ -40,6 +40,12 @@ def register(name: str):
         SOLVERS[name] = cls
         return cls
     return deco
+
+
+def rel_gap(primal, dual):
+    """The relative duality gap ``(P − D) / |P|`` of each model (the certificate ``tol``
+    is compared with)."""
+    return (primal - dual) / np.maximum(np.abs(primal), 1e-300)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ from ..kernels._cocoa import cocoa_rows
 from ..problem import Problem
 from ..schedule import Accumulator
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
-                    Solver)
+                    Solver, rel_gap)
 
 __all__ = ["CocoaDual"]
 
@@ -105,7 +105,7 @@ class CocoaDual(Solver):
         self.primal[better] = P[better]                 # the best point evaluated so far
         self.Wcert[:, better] = self.W[:, better]
         self.dual[:] = np.fmax(self.dual, s[:, 1] - reg - s[:, 2])
-        self.gap[:] = (self.primal - self.dual) / np.maximum(np.abs(self.primal), 1e-300)
+        self.gap[:] = rel_gap(self.primal, self.dual)
         self.epochs += 1
         entry = {"kind": "cocoa", "primal": float(self.primal.sum()),
                  "dual": float(self.dual.sum()), "gap": float(self.gap.max()), "exact": True,

@@ -44,6 +44,7 @@ import numpy as np
 from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs, dcd_slab_epochs, dcd_terms_add
 from ..kernels._sqh_newton import sqh_newton
+from ._base import rel_gap
 
 __all__ = ["RamSlab", "PerClass"]
 
@@ -176,13 +177,25 @@ class PerClass:
         s.W[...], s.zu[...] = model[0].T, model[2].T
         self.cm = None
 
+    def iteration(self, sched) -> dict:
+        """One outer iteration of the solver (its history entry): the classes' epochs
+        (:meth:`step`), exact when every class is certified by its own check at its current
+        ``W``; or, once each class is certified or used its share of ``max_passes``, the
+        solver's exact check of all classes."""
+        s = self.s
+        if self.ready.all():
+            s.pending = [False, False]
+            return s._check(sched)
+        s.epochs += self.step(sched)[0]
+        s.cert_fresh = True                 # each class's estimate, from its epochs
+        primal, dual = s._objectives()
+        return s._entry("slab", primal, dual, rel_gap(primal, dual), bool(self.certified.all()))
+
     def step(self, sched):
         """Epochs of every dual class not ready for the check, each in turn on its own
         contiguous copy (one kernel call), then Newton on the primal classes:
-        ``(epochs, PG spread)``, or None when every class is ready."""
+        ``(epochs, PG spread)``."""
         waiting = np.flatnonzero(~self.ready)
-        if len(waiting) == 0:
-            return None
         dual = waiting[~self.primal[waiting]]
         epochs, spread = (self._dual_epochs(sched, dual) if len(dual)
                           else (0, -np.inf))
@@ -229,7 +242,7 @@ class PerClass:
         rate goes primal."""
         s, n = self.s, self.s.rows.ram.n_rows
         cert = s.cert[classes]
-        gap = (cert[:, 0] - cert[:, 1]) / np.maximum(np.abs(cert[:, 0]), 1e-300)
+        gap = rel_gap(cert[:, 0], cert[:, 1])
         lgap = np.log10(np.maximum(gap, 1e-300))
         first = ~self.decided[classes] & np.isnan(self.lgap[classes]) \
             & (self.dual_visits[classes] >= n)

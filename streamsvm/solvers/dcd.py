@@ -54,7 +54,7 @@ from ..kernels._dcd import dcd_check, dcd_estimate, dcd_sweep, dcd_terms_add
 from ..problem import Problem
 from ..schedule import Accumulator
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
-                    Param, Solver, register)
+                    Param, Solver, register, rel_gap)
 from ._dcd_ram import PerClass, RamSlab
 
 __all__ = ["DCDSolver"]
@@ -147,16 +147,7 @@ class DCDSolver(Solver):
                 self.ramslab.margins |= self.epochs == 0   # w = 0: the zero margins are exact
                 self._objectives()
                 self.per_class = PerClass(self)
-            out = self.per_class.step(sched)
-            if out is None:                     # a class used its share: check them all
-                self.pending = [False, False]
-                return self._check(sched)
-            self.epochs += out[0]
-            self.cert_fresh = True              # each class's estimate, from its epochs
-            primal, dual = self._objectives()
-            # every class certified by its own exact check at its current W: exact
-            exact = bool(self.per_class.certified.all())
-            return self._entry(kind, primal, dual, _rel_gap(primal, dual), exact)
+            return self.per_class.iteration(sched)
         if kind == "slab":
             epochs, spread = self.ramslab.epochs(sched, pg)
         else:
@@ -165,7 +156,7 @@ class DCDSolver(Solver):
             self._update_thresholds(pg)
         self.epochs += epochs
         primal, dual = self._objectives()
-        gap = _rel_gap(primal, dual)
+        gap = rel_gap(primal, dual)
         by_gap = gap.max() <= self.gap_trigger and sched.rows_visited >= self.check_due
         by_pg = spread <= self.eps_pg
         if by_gap or by_pg:
@@ -236,7 +227,7 @@ class DCDSolver(Solver):
             self.zu[:], self.zs[:], self.terms[:] = res["zu"], res["zs"], res["terms"]
             stats = res["stats"]
             reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
-            sched.finish_collect(install=_rel_gap(reg + stats[:, 2], dual).max() > self.tol)
+            sched.finish_collect(install=rel_gap(reg + stats[:, 2], dual).max() > self.tol)
             self.ramslab.refresh()
         base = sched.n_rows // 2 if rows.ram_full else 2 * sched.n_rows
         self.check_due = sched.rows_visited + base * 2 ** self.check_misses
@@ -244,7 +235,7 @@ class DCDSolver(Solver):
         primal = reg + stats[:, 2]
         self.cert[:, 0], self.cert[:, 1] = primal, dual         # exact at this w
         self.cert_fresh = True
-        gap = _rel_gap(primal, dual)
+        gap = rel_gap(primal, dual)
         if self.per_class is not None and rows.ram_full:
             self.per_class.after_check(gap)
         elif gap.max() > self.tol:
@@ -335,10 +326,6 @@ class DCDSolver(Solver):
             self.per_class.load_state_dict(arrays, meta["per_class"])
         if self.rows.ram is not None:
             self.ramslab.load_state_dict(arrays, meta["slab"])
-
-
-def _rel_gap(primal, dual):
-    return (primal - dual) / np.maximum(np.abs(primal), 1e-300)
 
 
 def _new_stats(k: int) -> np.ndarray:
