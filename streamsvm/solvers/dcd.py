@@ -292,10 +292,10 @@ class DCDSolver(Solver):
             self.per_class.sync()
 
     def coef(self):
-        self._sync()
+        W = self.per_class.coef() if self.per_class is not None else self.W.T.copy()
         self.ramslab.leave()
         self.rows.close()
-        return self.W.T.copy(), self.wb * self.bias
+        return W, self.wb * self.bias
 
     def close(self) -> None:
         if hasattr(self, "rows"):           # (start() may have refused the budget)
