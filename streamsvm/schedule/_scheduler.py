@@ -298,8 +298,8 @@ class PassScheduler:
     def _inflight(self, depth: int, keep: int, readers: int) -> int:
         held = getattr(self.store, "held_bytes_for", None)
         held = int(held(keep)) if held is not None else 0
-        if depth > 0:               # reads in reader threads (else in the consumer's)
-            held += (max(1, min(readers, depth)) - 1) * reader_bytes(self.store)
+        if depth > 0:   # reads in reader threads and, while it would wait, the consumer's
+            held += max(1, min(readers, depth)) * reader_bytes(self.store)
         split = not bool(np.all(self._layout.whole))
         if split and not getattr(self.store, "range_reads", False):
             # split blocks are cut from decoded chunks, the last few of which are kept

@@ -27,7 +27,9 @@ def test_blocks_arrive_in_order_despite_random_read_times(store):
         expected = [b.id for b in twin.blocks("random")]
         assert [b.id for b in sched.blocks("random")] == expected
     assert len(slow.threads) > 1
-    assert all(name.startswith("streamsvm-read") for name in slow.threads)
+    # the reader threads, and the consumer while it would wait for them
+    main = threading.current_thread().name
+    assert all(name.startswith("streamsvm-read") or name == main for name in slow.threads)
 
 
 def test_fewer_reader_threads_than_blocks_in_flight():
@@ -43,12 +45,44 @@ def test_fewer_reader_threads_than_blocks_in_flight():
         return key * 10
 
     out = []
-    for key, value, loaded in read_ahead(range(12), load, 4, threads=1):
+    for key, value, loaded in read_ahead(range(12), load, 4, threads=1,
+                                         help_while_waiting=False):
         if key == 0:            # while the consumer works, the next 4 (not 5) are loaded
             time.sleep(0.2)
             assert sorted(done) == [0, 1, 2, 3, 4]
         out.append(value)
     assert out == [k * 10 for k in range(12)] and names == {"streamsvm-read_0"}
+
+
+def test_a_consumer_that_would_wait_loads_the_next_items_itself():
+    """One reader, loads slower than the consumer: the consumer runs loads no thread has
+    started, every item still arrives in order with its own value, and a load's error
+    raised in the consumer's thread comes at that key's turn, not before."""
+    import time
+    from streamsvm.schedule._prefetch import read_ahead
+    main = threading.current_thread().name
+    by = {}
+
+    def load(key):
+        by[key] = threading.current_thread().name
+        time.sleep(0.01)
+        if key == 9:
+            raise OSError(f"disk error at {key}")
+        return key * 10
+
+    out = []
+    with pytest.raises(OSError, match="at 9"):
+        for key, value, loaded in read_ahead(range(12), load, 4, threads=1):
+            out.append((key, value, loaded))
+    assert out == [(k, k * 10, True) for k in range(9)]
+    helped = {k for k, name in by.items() if name == main}
+    assert helped and len(helped) < len(by)             # both threads loaded
+    assert {name for name in by.values()} == {main, "streamsvm-read_0"}
+    # without help, only the reader thread loads
+    by.clear()
+    assert [v for _, v, _ in read_ahead(range(6), load, 4, threads=1,
+                                        help_while_waiting=False)] == [0, 10, 20, 30, 40, 50]
+    assert set(by.values()) == {"streamsvm-read_0"}
 
 
 def test_default_readers_leave_the_solver_a_core(store, monkeypatch):

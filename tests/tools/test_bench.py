@@ -419,8 +419,11 @@ def test_pass_bound_from_kernel_and_decompression_seconds():
     # streamed: (1.0 + 0.85) / 2 = 0.925 s > 0.85 s of kernel
     assert ps["stream_bound_s"] == pytest.approx(0.925)
     assert ps["stream_vs_bound"] == pytest.approx(1.5 / 0.925)     # median of 2.0 and 1.0
+    # each sweep against its own bound: 2.0 / 1.5 and 1.0 / max(0.2, 0.6)
+    assert ps["stream_vs_own_bound"] == pytest.approx((2.0 / 1.5 + 1.0 / 0.6) / 2)
     table = rep.targets_tables({"targets": [ps]})
     assert "the least a pass can take" in table and "| d | hinge | 2 | 1.00 | 1.50 |" in table
+    assert "| 1.62× | 1.50× |" in table
     # no kernel seconds (older histories) or no CPU measurement: no bound
     assert "first_bound_s" not in bench.pass_bounds({"first_kernel_s": None}, 1.0, 2, 0.5)
     assert "stream_bound_s" not in bench.pass_bounds({"stream_kernel_s_per_pass": 1.0},
