@@ -6,7 +6,8 @@ A **visit list** is an int64 array of codes ``((i·k + c)·NSRC + s)``: row ``i`
 sources of one kernel call are two resident store blocks and the hot cache (``NSRC = 3``),
 so the visits of the rows streaming by and of the cached rows interleave at random in one
 loop (spec §3.6 item 3). Built on the CSR primitives of ``_csr.py`` and the coordinate step
-of ``_dcd.py``; ``model = (W, wb)`` and ``prob = (pos, Cp, Cn, l2, B)`` as there.
+of ``_dcd.py``; ``model = (W, wb)`` and ``prob = (pos, Cp, Cn, l2, B)`` as there (one
+model's ``W`` as a d-vector, ``_csr.w_at``).
 """
 
 from __future__ import annotations
@@ -158,15 +159,20 @@ def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
     pos, Cp, Cn, l2, B = prob
     first, rate, pmin, pmax, hmax, inv_l = adapt
     k = pos.shape[0]
+    # the factor of a visit without gain: exp(min(c·(0/Δ_ref − 1), hmax)) = exp(−c)
+    still = math.exp(-rate)
     for t in range(n):
         if t + _AHEAD < n:
-            ahead = codes[t + _AHEAD]
-            _prefetch_row(Xs[ahead % NSRC], unit, ahead // NSRC // k)
+            ahead = codes[t + _AHEAD] // NSRC
+            _prefetch_row(Xs[codes[t + _AHEAD] % NSRC], unit, ahead if k == 1 else ahead // k)
         code = codes[t]
         s = code % NSRC
         rc = code // NSRC
-        c = rc % k
-        i = rc // k
+        c = 0
+        i = rc
+        if k > 1:                 # (one model: no division by a runtime k)
+            c = rc % k
+            i = rc // k
         X = Xs[s]
         alpha = alphas[s]
         p = ps[s]
@@ -202,10 +208,10 @@ def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
         if first:
             st[c, 0] = dref + gain * inv_l
         else:
-            h = 0.0
+            f = 1.0
             if dref > 0.0:
-                h = min(rate * (gain / dref - 1.0), hmax)
-            p[i, c] = min(max(p[i, c] * math.exp(h), pmin), pmax)
+                f = still if gain == 0.0 else math.exp(min(rate * (gain / dref - 1.0), hmax))
+            p[i, c] = min(max(p[i, c] * f, pmin), pmax)
             st[c, 0] = (1.0 - inv_l) * dref + gain * inv_l
 
 

@@ -41,7 +41,8 @@ from numba.extending import overload
 from ._jit import kernel_inline
 
 __all__ = [
-    "w_at", "w_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2", "row_axpys",
+    "w_at", "w_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2",
+    "row_axpys",
     "row_sq_norm", "row_inf_sq",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
     "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
@@ -119,17 +120,18 @@ def row_dot(X, unit, i, W, c):
 
 @kernel_inline
 def row_dot_sq(X, unit, i, W, c):
-    """``(x_i · W[:, c], ‖x_i‖²)`` in one read of the row (float64)."""
+    """``(x_i · W[:, c], ‖x_i‖²)`` in one read of the row (float64; ``W`` as
+    :func:`row_dot`)."""
     indptr, indices, data = X
     s = 0.0
     if unit:
         for p in range(indptr[i], indptr[i + 1]):
-            s += W[indices[p], c]
+            s += w_at(W, indices[p], c)
         return s, np.float64(indptr[i + 1] - indptr[i])
     q = 0.0
     for p in range(indptr[i], indptr[i + 1]):
         v = np.float64(data[p])
-        s += v * W[indices[p], c]
+        s += v * w_at(W, indices[p], c)
         q += v * v
     return s, q
 

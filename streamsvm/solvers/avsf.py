@@ -126,6 +126,8 @@ class AVSFSolver(Solver):
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
         self.unit = bool(getattr(store, "binary_values", False))
         self.W, self.wb = np.zeros((d, k)), np.zeros(k)
+        # one model: the kernels take its weights as a d-vector (kernels/_csr.py, w_at)
+        self.model = (self.W[:, 0] if k == 1 else self.W, self.wb)
         self.alpha = sched.state("avsf.alpha", np.float64, width=k)
         self.p = sched.state("avsf.p", np.float64, width=k, fill=1.0)
         self.hot_flag = sched.state("avsf.hot", np.uint8)
@@ -250,7 +252,7 @@ class AVSFSolver(Solver):
             edges[1:] = np.floor(np.cumsum(group_budget) * (m / max(1, group_budget.sum())))
             edges[-1] = m
         else:
-            sched.run(avsf_visits, *self._sources(), H, m, self.unit, (self.W, self.wb),
+            sched.run(avsf_visits, *self._sources(), H, m, self.unit, self.model,
                       self.prob, self._adapt(sched), self.st)
             sched.count_rows(m // k)
         if not pairs:
@@ -322,7 +324,7 @@ class AVSFSolver(Solver):
         count = np.zeros(2, np.int64)
         hf = self.hot_flag
         sched.run(avsf_group, *self._sources(b0, b1), (hf.view(b0), hf.view(b1)), budgets, nb,
-                  H, (self.codes, self.wbuf, self.cnt, state), self.unit, (self.W, self.wb),
+                  H, (self.codes, self.wbuf, self.cnt, state), self.unit, self.model,
                   self.prob, self._adapt(sched), self.st,
                   (self.tau_in, self.p_mean, count))
         if self.cache > 0 and count.any() and not hot.full():
