@@ -8,8 +8,12 @@ do (spec_003 §3.4, §3.6; BENCHMARKS.md, "avsf").
 budget with chunks of 1/10, 1/50 and 1/500 of the rows, with the hot cache and without it
 (``cache=0``): epochs, passes, seconds and the dual at the paper's rule (``--eps``, confirmed
 by the exact check). ``store``: runs on a converted store at one budget; ``avsf:X`` sets
-``cache_visits=X`` (extra hot-row visits with each pair of blocks): passes, epochs, steps,
-the certified gap, kernel seconds and seconds spent waiting for blocks.
+``cache_visits=X`` (extra hot-row visits with each pair of blocks), ``avsf:NAME=V/NAME=V``
+any of the solver's numeric parameters (``avsf:lazy=0.5``: lazy reading of cold blocks,
+spec §3.7): passes, epochs, steps, the certified gap, kernel seconds and seconds spent
+waiting for blocks.
+
+    python tools/bench_avsf.py store STORE -C 100 --memory 26MB --runs avsf,avsf:lazy=0.5,dcd
 """
 
 from __future__ import annotations
@@ -64,8 +68,14 @@ def store(args) -> None:
           "waiting s |")
     print("| :--- | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: |")
     for spec in args.runs.split(","):
-        solver, _, visits = spec.partition(":")
-        kw = {"cache_visits": float(visits)} if visits else {}
+        solver, _, opts = spec.partition(":")
+        kw = {}
+        for opt in filter(None, opts.split("/")):
+            name, eq, value = opt.partition("=")
+            if eq:
+                kw[name] = float(value) if "." in value or "e" in value else int(value)
+            else:
+                kw["cache_visits"] = float(name)
         res, sec = _fit(args.store, solver=solver, C=args.C, loss=args.loss, memory=args.memory,
                         max_passes=args.max_passes, tol=args.tol, **kw)
         h = res.history

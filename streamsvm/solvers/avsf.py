@@ -27,7 +27,12 @@ Out of core (spec §3.3 A, §3.6), one epoch is one pass:
   preference (from a histogram of log p over all rows) and a row leaves at the end of a
   pass once its preference is below ``τ_in/2`` (hysteresis);
 * when the whole store fits the budget it is read at once and every row is hot: the epochs
-  are the paper's, exactly (Algorithm 4 over all ℓ rows, one shuffled schedule).
+  are the paper's, exactly (Algorithm 4 over all ℓ rows, one shuffled schedule);
+* optional, off by default (``lazy``, spec §3.7, experimental): a block's visits of an
+  epoch are owed instead of made, and the block not read, until the visits owed to it reach
+  ``lazy`` per row and model (or it has been skipped ``lazy_max_skip`` epochs); then it is
+  read and every visit owed is made. Each block still gets its expected visits, deferred;
+  the verifying uniform epoch of the stopping rule drops what is owed and reads every block.
 
 Stopping (spec §2.7). After each epoch, LIBLINEAR's test ``max PG − min PG ≤ ε`` over the
 epoch's visits (``stop_rule="max_violation"``: the printed ``max |PG| ≤ ε``). The first time it
@@ -93,6 +98,11 @@ class AVSFSolver(Solver):
               low=0.0, low_open=True),
         Param("p_min", "float", 0.05, "smallest preference", low=0.0, low_open=True),
         Param("p_max", "float", 20.0, "largest preference", low=1.0),
+        Param("lazy", "float", 0.0, "experimental (spec 3.7): skip reading a block while the "
+              "visits owed to it stay below this many per row, then make them all; 0: read "
+              "every block with visits each epoch", low=0.0, high=1.0),
+        Param("lazy_max_skip", "int", 8, "with lazy: read a block at least every this many "
+              "epochs", low=1),
     )
     history_extras = ("steps", "pg_spread", "eps", "hot_rows")
 
@@ -140,6 +150,10 @@ class AVSFSolver(Solver):
         n = sched.n_rows
         bounds = [sched.block_bounds(b) for b in range(sched.n_blocks)]
         self.bounds = np.array([b[0] for b in bounds] + [bounds[-1][1]], dtype=np.int64)
+        # lazy reading (module doc): the visits owed to each block, per model, and the epoch
+        # it was last read
+        self.owed = np.zeros((sched.n_blocks, k), np.int64)
+        self.last_read = np.zeros(sched.n_blocks, np.int64)
         # a hot row: pointer, label, id, ‖x‖², α and p, its visit codes (2 per model)
         extra = 8 + 4 + 8 + 8 + 2 * 8 * k + 16 * k
         # besides: a pair of blocks' visit codes and scratch (about 2 visits per row and model)
@@ -174,9 +188,8 @@ class AVSFSolver(Solver):
             return self._check(sched)
         st = self.st
         st[:, 1], st[:, 2] = -np.inf, np.inf
-        self._epoch(sched)
+        self.steps += self._epoch(sched)
         self.epochs += 1
-        self.steps += sched.n_rows
         spread = self._spread(st[:, 1], st[:, 2])
         if spread <= self.eps_now:
             if self.canstop:
@@ -202,6 +215,7 @@ class AVSFSolver(Solver):
 
     def _reset(self) -> None:
         self.canstop = True
+        self.owed[...] = 0                  # the uniform epoch: every row once, every block
         if not self.hot.whole:
             self.hot.clear()
         self.p.fill(1.0)
@@ -212,8 +226,10 @@ class AVSFSolver(Solver):
         return (self.epochs == 0, float(self.change_rate), float(self.p_min), float(self.p_max),
                 math.log(self.p_max / self.p_min), inv_l)
 
-    def _epoch(self, sched) -> None:
-        """One epoch (module doc): ℓ steps per model, one pass over the blocks with budget."""
+    def _epoch(self, sched) -> int:
+        """One epoch (module doc): ℓ steps per model, one pass over the blocks with budget
+        (with ``lazy``: the blocks due, their owed steps included); the steps made per
+        model."""
         k, n, hot = self.k, sched.n_rows, self.hot
         nb = sched.n_blocks
         mass = np.zeros((nb + 1, k))
@@ -234,6 +250,9 @@ class AVSFSolver(Solver):
         budget = np.zeros((nb + 1, k), np.int64)
         for c in range(k):
             alg4_counts(np.ascontiguousarray(mass[:, c]), n, budget[:, c], state)
+        if self.lazy > 0 and not hot.whole:
+            self._defer(budget[:nb])
+        steps = int(budget.sum()) // k
         # the hot rows' visits, shuffled, then dealt to the groups by their budgets
         m = int(budget[nb].sum())
         H = self._hot_buffer(m)
@@ -256,7 +275,8 @@ class AVSFSolver(Solver):
                       self.prob, self._adapt(sched), self.st)
             sched.count_rows(m // k)
         if not pairs:
-            return self._evict_cold()
+            self._evict_cold()
+            return steps
         blocks = sched.blocks(ids)
         try:
             pending, g = [], 0
@@ -268,6 +288,21 @@ class AVSFSolver(Solver):
         finally:
             blocks.close()
         self._evict_cold()
+        return steps
+
+    def _defer(self, budget) -> None:
+        """Lazy reading (spec §3.7): each block's visits of this epoch join what it is owed;
+        a block is read (``budget`` keeps all it is owed) once that reaches ``lazy`` visits
+        per row and model or it was last read ``lazy_max_skip`` epochs ago, else its budget
+        becomes 0 and the visits stay owed."""
+        due = self.owed + budget
+        rows = np.diff(self.bounds)
+        total = due.sum(axis=1)
+        read = (total > 0) & ((total >= self.lazy * rows * self.k)
+                              | (self.epochs - self.last_read >= self.lazy_max_skip))
+        budget[...] = np.where(read[:, None], due, 0)
+        self.owed[...] = np.where(read[:, None], 0, due)
+        self.last_read[read] = self.epochs
 
     def _evict_cold(self) -> None:
         """The hot rows whose preferences fell below ``τ_in/2`` leave (hysteresis)."""
@@ -420,8 +455,8 @@ class AVSFSolver(Solver):
             self.hot.close()
             self.hot = None
 
-    state_version = 1
-    state_arrays = ("W", "wb", "st")
+    state_version = 2
+    state_arrays = ("W", "wb", "st", "owed", "last_read")
     state_values = ("epochs", "steps", "extra_steps", "last_check", "canstop", "pending",
                     "by_pg", "tau_in", "p_mean", "eps_now")
 

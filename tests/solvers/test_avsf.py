@@ -124,6 +124,47 @@ def test_kill_and_resume_with_hot_rows_is_bit_identical(a9a, tmp_path):
     check_kill_and_resume(fit, tmp_path, stops=(4, 11))
 
 
+def test_lazy_reading_skips_cold_blocks_and_keeps_their_visits(a9a, tmp_path):
+    """spec §3.7 (``lazy``, off by default): blocks whose owed visits stay below the
+    threshold are not read in an epoch, fewer passes for the epochs, the same optimum; the
+    visits of the skipped epochs are made later (steps made + steps owed = ℓ per epoch until
+    a reset); kill-and-resume stays bit-identical."""
+    X, y = a9a
+    n = 3000
+    store = InMemoryStore(X[:n], y[:n], chunk_rows=100)
+    kw = dict(C=1.0, loss="hinge", tol=1e-3, memory="400KB", max_passes=3000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, eager = train(store, solver="avsf", **kw)
+        _, lazy = train(store, solver="avsf", lazy=0.6, **kw)
+    assert eager.converged and lazy.converged
+    assert {h["kind"] for h in lazy.history} == {"stream", "check"}
+    assert abs(lazy.primal - eager.primal) <= 1e-3 * eager.primal
+    assert eager.passes >= eager.n_iter                     # every block read every epoch
+    assert lazy.passes < 0.9 * eager.passes
+    streamed = [h for h in lazy.history if h["kind"] == "stream"]
+    assert any(h2["passes"] - h1["passes"] < 0.9 for h1, h2 in zip(streamed, streamed[1:]))
+
+    from streamsvm.schedule import PassScheduler
+    from streamsvm.solvers import SOLVERS
+    slv = SOLVERS["avsf"](C=1.0, loss="hinge", lazy=0.6, eps=1e-9)
+    with PassScheduler(store, memory="400KB", seed=0) as sched:
+        slv.start(sched)
+        for _ in range(12):
+            slv.step(sched)
+        assert slv.epochs == 12 and not slv.pending
+        assert slv.steps + slv.owed.sum() == 12 * n            # one model: ℓ per epoch
+        assert slv.owed.sum() > 0
+        slv.close()
+
+    def fit(**k):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return train(store, solver="avsf", memory="400KB", C=10.0, loss="hinge",
+                         lazy=0.6, max_passes=30, **k)
+    check_kill_and_resume(fit, tmp_path, stops=(3, 9))
+
+
 def test_bad_preference_bounds_are_refused():
     X, y = _load("a9a/a9a", 50)
     with pytest.raises(InvalidParameterError, match="p_min"):

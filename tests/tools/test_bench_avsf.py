@@ -17,15 +17,19 @@ def _data(n=400, d=30, seed=0):
 
 
 def test_store_runs_print_one_row_per_run(tmp_path, capsys):
-    X, y = _data()
+    X, y = _data(2000)          # at 3 MB streamed: 40 blocks, the hot cache a tenth
     store = tmp_path / "s.zarr"
     write_store(store, X, y, chunk_rows=50)
-    assert bench_avsf.main(["store", str(store), "--runs", "avsf,avsf:0.5,dcd",
-                            "--memory", "1GB", "-C", "1", "--max-passes", "50"]) == 0
+    assert bench_avsf.main(["store", str(store), "--runs",
+                            "avsf,avsf:0.5,avsf:lazy=0.6/lazy_max_skip=4,dcd",
+                            "--memory", "3MB", "-C", "1", "--max-passes", "300"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| avsf") or
              ln.startswith("| dcd")]
-    assert [ln.split("|")[1].strip() for ln in lines] == ["avsf", "avsf:0.5", "dcd"]
+    assert [ln.split("|")[1].strip() for ln in lines] == [
+        "avsf", "avsf:0.5", "avsf:lazy=0.6/lazy_max_skip=4", "dcd"]
     assert all(" True " in ln for ln in lines)
+    passes = [float(ln.split("|")[2].replace(",", "")) for ln in lines]
+    assert passes[2] < passes[0]            # the lazy run skipped blocks
 
 
 def test_order_compares_streamed_chunks_with_ram(tmp_path, capsys):
