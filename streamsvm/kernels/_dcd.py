@@ -484,32 +484,18 @@ def dcd_classes_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_
             plan[c, 0] += int(one[1])
             spread = one[2] if one[0] > 0 else -np.inf
             if one[3] != 0.0:        # every row shrunk: un-shrink (LIBLINEAR does the same)
-                for i in range(n):
-                    active[c, i] = 1
+                active[c, :] = 1
                 shrink[0][c], shrink[1][c] = np.inf, -np.inf
-                for j in range(d):
-                    zu[c, j] = 0.0
-                zs[c, 0], zs[c, 1] = 0.0, 0.0
+                _clear_shrunk_sums(cmodel)
                 continue
             by_gap = (cert[0, 0] - cert[0, 1] <= tol * max(abs(cert[0, 0]), 1e-300)
                       and plan[c, 0] >= plan[c, 1])
             by_pg = one[0] > 0 and spread <= eps_pg[c]
             if not (by_gap or by_pg):
                 break                                   # its visits are used up
-            # the exact check of class c
-            for j in range(d):
-                zu[c, j] = 0.0
-            zs[c, 0], zs[c, 1] = 0.0, 0.0
-            terms[0, 0], terms[0, 1], terms[0, 2] = 0.0, 0.0, 0.0
-            stats[0, 0], stats[0, 1], stats[0, 2], stats[0, 3] = -np.inf, np.inf, 0.0, 0.0
-            dcd_check(X, unit, y, cduals[:2], cmodel, cprob, (terms, stats))
+            _check_one(X, unit, y, cduals, cmodel, cprob, (terms, stats), cert)
             visits += n
             nchecks += 1
-            _estimate_one(0, cmodel, terms[0, 0], terms[0, 1], terms[0, 2], cert)
-            reg = wb[c] * wb[c]
-            for j in range(d):
-                reg += W[c, j] * W[c, j]
-            cert[0, 0] = 0.5 * reg + stats[0, 2]
             plan[c, 0] = 0
             if cert[0, 0] - cert[0, 1] <= tol * max(abs(cert[0, 0]), 1e-300):
                 done = 1.0
@@ -524,6 +510,32 @@ def dcd_classes_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_
             m += active[c, i]
         out_info[c, 0], out_info[c, 1], out_info[c, 2] = epochs, visits, spread
         out_info[c, 3], out_info[c, 4], out_info[c, 5] = nchecks, m, done
+
+
+@kernel_inline
+def _clear_shrunk_sums(model):
+    """``zu = 0``, ``zs = 0`` of one model (before they are summed again)."""
+    zu, zs = model[2], model[3]
+    for j in range(zu.shape[0]):
+        zu[j] = 0.0
+    zs[0, 0], zs[0, 1] = 0.0, 0.0
+
+
+@kernel_inline
+def _check_one(X, unit, y, duals, model, prob, scratch, out_cert):
+    """The exact check (:func:`dcd_check`) of one model given as d-vectors: its shrunk
+    violators re-activated, ``out_cert[0] = [primal, dual]`` exact at its current ``W``."""
+    terms, stats = scratch
+    _clear_shrunk_sums(model)
+    terms[0, 0], terms[0, 1], terms[0, 2] = 0.0, 0.0, 0.0
+    stats[0, 0], stats[0, 1], stats[0, 2], stats[0, 3] = -np.inf, np.inf, 0.0, 0.0
+    dcd_check(X, unit, y, duals[:2], model, prob, (terms, stats))
+    _estimate_one(0, model, terms[0, 0], terms[0, 1], terms[0, 2], out_cert)
+    W, wb = model[0], model[1]
+    reg = wb[0] * wb[0]
+    for j in range(W.shape[0]):
+        reg += W[j] * W[j]
+    out_cert[0, 0] = 0.5 * reg + stats[0, 2]
 
 
 @kernel_inline

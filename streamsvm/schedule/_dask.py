@@ -98,6 +98,7 @@ class DaskBackend(Backend):
         self.cache = BlockCache(0)           # nothing is cached in this process
         self.prefetch = self.prefetch_asked = 0
         self.readers = self.readers_asked = self.threads = 1
+        self.helps = False          # (the workers read; the client never waits on a read)
         self.keep_chunks = 0
         self.store_reads = self.cache_hits = self.bytes_read = 0
         self.kernel_seconds = 0.0

@@ -96,6 +96,10 @@ class LocalBackend(Backend):
         Threads reading them (at most ``prefetch``).
     cache_bytes : int
         Initial cache capacity.
+    helps : bool
+        The consumer decodes the next block itself while it would wait (``read_ahead``'s
+        ``help_while_waiting``); the scheduler turns it on when the budget holds one more
+        reader's scratch.
 
     Attributes
     ----------
@@ -109,11 +113,12 @@ class LocalBackend(Backend):
     """
 
     def __init__(self, store, layout: BlockLayout, *, prefetch: int, readers: int,
-                 cache_bytes: int):
+                 cache_bytes: int, helps: bool = False):
         self.store = store
         self.layout = layout
         self.prefetch = self.prefetch_asked = prefetch
         self.readers = self.readers_asked = readers
+        self.helps = helps
         # decoded chunks kept for the blocks split from them (_read_part): the chunks the
         # blocks in flight (read ahead, current, previous) can span, plus one
         per_chunk = np.bincount(layout.chunk)
@@ -205,7 +210,8 @@ class LocalBackend(Backend):
         """Yield the blocks ``ids`` in order, from the cache or read ahead from the store
         (or from ``source``, resident rows on scratch disk: read ahead, never cached)."""
         if source is not None:
-            blocks = read_ahead(ids, source.read_block, self.prefetch, threads=self.threads)
+            blocks = read_ahead(ids, source.read_block, self.prefetch, threads=self.threads,
+                                help_while_waiting=self.helps)
             try:
                 for _, block, _ in blocks:
                     yield block
@@ -213,7 +219,7 @@ class LocalBackend(Backend):
                 blocks.close()
             return
         blocks = read_ahead(ids, self.read_block, self.prefetch, lookup=self.cache.get,
-                            threads=self.threads)
+                            threads=self.threads, help_while_waiting=self.helps)
         try:
             for b, block, loaded in blocks:
                 if loaded:

@@ -276,7 +276,8 @@ class PassScheduler:
         ahead, the current one and the one before it (a solver may keep it, as dcd's
         shuffle buffer does), and what the reader keeps decoded (the inner chunks shared
         by consecutive blocks). Charged to the memory budget."""
-        return self._inflight(self.prefetch, self._keep_partial, self._backend.threads)
+        return self._inflight(self.prefetch, self._keep_partial, self._backend.threads,
+                              self._backend.helps)
 
     def _block_bytes(self) -> int:
         """Most decoded bytes of one block (a store's blocks own their arrays; an in-memory
@@ -295,11 +296,12 @@ class PassScheduler:
         rows = int(self._layout.block_rows)
         return -(-chunk * rows // max(1, int(self.store.chunk_rows)))
 
-    def _inflight(self, depth: int, keep: int, readers: int) -> int:
+    def _inflight(self, depth: int, keep: int, readers: int, helps: bool = False) -> int:
         held = getattr(self.store, "held_bytes_for", None)
         held = int(held(keep)) if held is not None else 0
-        if depth > 0:   # reads in reader threads and, while it would wait, the consumer's
-            held += max(1, min(readers, depth)) * reader_bytes(self.store)
+        if depth > 0:   # reads in reader threads (and, helping, the consumer's), else in the
+            # consumer's
+            held += (max(1, min(readers, depth)) - 1 + int(helps)) * reader_bytes(self.store)
         split = not bool(np.all(self._layout.whole))
         if split and not getattr(self.store, "range_reads", False):
             # split blocks are cut from decoded chunks, the last few of which are kept
@@ -347,19 +349,22 @@ class PassScheduler:
         fixed = sum(int(v) for v in needs.values())
         depth0, readers0 = self._backend.prefetch_asked, self._backend.readers_asked
         # the most decoded inner chunks kept, then the most blocks read ahead, then the most
-        # reader threads that fit
+        # reader threads that fit; the consumer decodes too while it would wait when one
+        # more reader's scratch fits besides (schedule/_prefetch.py)
         for keep in (self.KEEP_PARTIAL, 2, 1):
             for depth in range(depth0, -1, -1):
                 for readers in range(readers0, 0, -1):
-                    if fixed + self._inflight(depth, keep, readers) > self.data_budget:
-                        continue
-                    if (depth, keep, readers) != (depth0, self.KEEP_PARTIAL, readers0):
-                        logger.info("memory budget %s: reading %d blocks ahead with %d threads "
-                                    "(%d and %d asked), keeping %d decoded inner chunks per "
-                                    "array", _mb(self.memory), depth, readers, depth0, readers0,
-                                    keep)
-                    self._set_read_ahead(depth, keep, readers)
-                    return
+                    for helps in (True, False):
+                        if fixed + self._inflight(depth, keep, readers, helps) > \
+                                self.data_budget:
+                            continue
+                        if (depth, keep, readers) != (depth0, self.KEEP_PARTIAL, readers0):
+                            logger.info("memory budget %s: reading %d blocks ahead with %d "
+                                        "threads (%d and %d asked), keeping %d decoded inner "
+                                        "chunks per array", _mb(self.memory), depth, readers,
+                                        depth0, readers0, keep)
+                        self._set_read_ahead(depth, keep, readers, helps)
+                        return
         needs = dict(needs)
         needs["2 blocks in flight and the inner chunks being decoded"] = self._inflight(0, 1, 1)
         least = int(-(-(fixed + self._inflight(0, 1, 1)) // (1.0 - self.ALLOCATOR_HEADROOM)))
@@ -373,9 +378,11 @@ class PassScheduler:
     KEEP_PARTIAL = 4
     """Decoded inner chunks the direct reader keeps per array (see ``io._direct``)."""
 
-    def _set_read_ahead(self, depth: int, keep: int, readers: int) -> None:
+    def _set_read_ahead(self, depth: int, keep: int, readers: int,
+                        helps: bool = False) -> None:
         self._backend.prefetch = depth
         self._backend.readers = readers
+        self._backend.helps = helps
         self._keep_partial = keep
         if hasattr(self.store, "keep_partial"):
             self.store.keep_partial(keep)

@@ -29,6 +29,22 @@ def test_ample_budget_keeps_the_read_ahead_asked(store):
     assert (sched.prefetch, sched._backend.threads) == (8, 3)
 
 
+def test_the_consumer_decodes_while_it_waits_only_when_the_budget_holds_it(store):
+    """Helping costs one more reader's decoding scratch: charged when on, and left off
+    (the read-ahead asked kept) when the budget holds the read-ahead but not that."""
+    from streamsvm.schedule._local import reader_bytes
+    ample = PassScheduler(store, memory="1GB", prefetch=8, readers=1, block_rows=100)
+    ample.check_budget("test", {"model": 1000})
+    assert ample._backend.helps
+    tight_need = ample.inflight_bytes - reader_bytes(store)   # the same, not helping
+    assert tight_need > 0
+    tight = PassScheduler(store, memory=int((tight_need + 1000) / 0.75) + 8, prefetch=8,
+                          readers=1, block_rows=100)
+    tight.check_budget("test", {"model": 1000})
+    assert not tight._backend.helps and (tight.prefetch, tight._backend.threads) == (8, 1)
+    assert tight.inflight_bytes == tight_need
+
+
 def test_small_budget_reads_fewer_blocks_ahead_with_fewer_threads(store):
     ample = PassScheduler(store, memory="1GB", prefetch=8, readers=3, block_rows=100)
     need = ample.inflight_bytes
