@@ -67,12 +67,14 @@ def _pop_to(heap, size, vs, P, popped, j):
 
 
 @kernel
-def walrus(v, C, out_b, scratch):
+def walrus(v, C, out_b, scratch, lo=0.0):
     """The exact minimizer of ``½‖b‖² + ½(1ᵀb)² − vᵀb`` over ``[0, C]^{k−1}`` (module doc).
 
-    The positive entries are put in a max-heap (O(p)) and taken out in descending order only
-    as far as the sweep over the breakpoints goes (the C++ reference's lazy heaps): O(p + r
-    log p) for the r largest values visited, O(p log p) at worst.
+    The entries above ``lo`` are put in a max-heap (O(p)) and taken out in descending order
+    only as far as the sweep over the breakpoints goes (the C++ reference's lazy heaps):
+    O(p + r log p) for the r largest values visited, O(p log p) at worst. ``lo`` (default
+    0) must lie below the root ``γ``: the entries at or below it have ``b_j = 0`` and no
+    breakpoint the sweep reaches, so leaving them out changes nothing but the heap's size.
 
     Parameters
     ----------
@@ -83,6 +85,8 @@ def walrus(v, C, out_b, scratch):
         Overwritten with the minimizer.
     scratch : tuple (heap, vs, P)
         float64 arrays of at least k − 1, k − 1 and k entries.
+    lo : float
+        A lower bound of the root, ≥ 0 (:func:`_ww_row` passes one when it can prove it).
 
     Returns
     -------
@@ -93,7 +97,7 @@ def walrus(v, C, out_b, scratch):
     m1 = v.shape[0]
     p = 0
     for j in range(m1):
-        if v[j] > 0.0:
+        if v[j] > lo:
             heap[p] = v[j]
             p += 1
     if p == 0:                                  # Lemma A.9(3): b = 0
@@ -175,6 +179,7 @@ def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
     gi = gamma[i]
     pos = False
     pgmax = out[3]                              # (a local: no store to out per slot)
+    above = 0.0                                 # Σ_j clip_C(v_j − γ_i): φ(γ_i) = γ_i − above
     for s in range(k - 1):
         c = _slot_class(s, yi)
         g = (zy - z[c]) - 1.0                   # the D2 gradient of slot s
@@ -184,12 +189,20 @@ def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
             pgmax = abs(pg)
         vs_ = bs + gi - g / qi
         v[s] = vs_
+        t = vs_ - gi
+        above += 0.0 if t <= 0.0 else (Ci if t > Ci else t)
         if vs_ > 0.0:
             pos = True
     out[3] = pgmax
     if gi == 0.0 and not pos:                   # β_i = 0 and every margin ≥ 1: b = 0
         return 0
-    gnew = walrus(v, Ci, b, (heap, vs, P))
+    # The root γ of φ moves little from γ_i once the row settles: φ has slope ≥ 1, so
+    # φ(γ_i) ≤ δ/2 gives φ(γ_i − δ) < 0 and γ > γ_i − δ (δ far above φ's rounding error),
+    # and Walrus can leave every v_j ≤ γ_i − δ out of its heap (with 1,000 classes nearly
+    # all v_j are positive: the heap of all of them was most of a row's time)
+    delta = 1e-9 * (gi + above)
+    lo = gi - delta if gi > 0.0 and gi - above <= 0.5 * delta else 0.0
+    gnew = walrus(v, Ci, b, (heap, vs, P), max(lo, 0.0))
     changed = False
     tot = 0.0
     for s in range(k - 1):

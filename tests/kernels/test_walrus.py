@@ -140,3 +140,23 @@ def test_walrus_invariances():
         lam = float(rng.uniform(0.1, 10))
         np.testing.assert_allclose(_walrus(lam * v, lam * C)[0], lam * b, rtol=1e-10,
                                    atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [2, 25, 999])
+def test_a_lower_bound_of_the_root_leaves_the_minimizer_unchanged(m):
+    """``lo`` below the root γ (what ``ww``'s row step proves from the row's previous γ)
+    keeps the entries ≤ ``lo`` out of the heap and changes nothing, bit for bit."""
+    rng = np.random.default_rng(100 + m)
+    checked = 0
+    for v, C in _instances(rng, m, 200 if m < 999 else 60):
+        b, gam = _walrus(v, C)
+        if gam <= 0.0:
+            continue
+        for u in (0.0, 0.5, 0.9, 1.0 - 1e-9):
+            b2, gam2 = np.empty(m), 0.0
+            heap, vs, P = np.empty(m), np.empty(m), np.empty(m + 1)
+            gam2 = walrus(v, C, b2, (heap, vs, P), u * gam)
+            np.testing.assert_array_equal(b2, b)
+            assert gam2 == gam
+        checked += 1
+    assert checked > 20
