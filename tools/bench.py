@@ -300,10 +300,18 @@ def _tail(path: str, n: int = 1500) -> str:
 # =============================================================================================
 
 def synth_rows(name: str) -> int | None:
-    """Rows of a synthetic data set name ``synth-1e6`` / ``synth-250000``; None if not one."""
+    """Rows of a synthetic data set name ``synth-1e6`` / ``synth-250000`` /
+    ``synth-1e6-f2e6``; None if not one."""
     if not name.startswith("synth-"):
         return None
-    return int(float(name[len("synth-"):]))
+    return int(float(name[len("synth-"):].partition("-f")[0]))
+
+
+def synth_features(name: str) -> int:
+    """Features of a synthetic data set: ``synth-<rows>-f<features>`` (text-like sets with
+    more features than rows), else the default ``SYNTH["features"]``."""
+    _, sep, f = name[len("synth-"):].partition("-f")
+    return int(float(f)) if sep else SYNTH["features"]
 
 
 def dataset_spec(name: str, cfg: dict) -> dict:
@@ -313,7 +321,7 @@ def dataset_spec(name: str, cfg: dict) -> dict:
         ooc = cfg.get("ooc_rows") is not None and rows >= cfg["ooc_rows"]
         return {"name": name, "kind": "synthetic", "rows": rows, "ooc": ooc,
                 "synthetic": dict(SYNTH, nnz_per_row=cfg.get("synthetic_nnz", SYNTH["nnz_per_row"]),
-                                  test_rows=SYNTH_TEST_ROWS)}
+                                  features=synth_features(name), test_rows=SYNTH_TEST_ROWS)}
     if name not in REAL:
         raise SystemExit(f"bench.py: unknown data set {name!r}; known: {', '.join(REAL)}, "
                          f"synth-<rows>")
@@ -1263,7 +1271,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0] + "\n\n" + "\n\n".join(__doc__.split("\n\n")[1:3]),
         epilog="Outputs: OUT/results.json (everything), OUT/results.md (tables), PNG plots in "
                "--plots. Data sets: " + ", ".join(REAL) + " (from ../shared/datasets) and "
-               "synth-<rows> (tools/make_synthetic.py, e.g. synth-1e6); data sets with at least "
+               "synth-<rows>[-f<features>] (tools/make_synthetic.py, e.g. synth-1e6, or the text-like "
+               "synth-1e6-f2e6: 2*10^6 features, default 10^5); data sets with at least "
                "the suite's out-of-core row count get a memory budget of 1/8 of the decoded "
                "store, and only streaming methods (streamsvm, SGD, VW) run on them.")
     p.add_argument("--suite", choices=sorted(SUITES), default="quick",

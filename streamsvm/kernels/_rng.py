@@ -13,7 +13,7 @@ import numpy as np
 
 from ._jit import kernel_inline
 
-__all__ = ["rand_below", "rand_unit", "shuffle_prefix"]
+__all__ = ["rand_below", "rand_unit", "splitmix", "shuffle_prefix"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -22,14 +22,22 @@ _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(
 
 
 @kernel_inline
-def rand_unit(state):
-    """A uniform float in ``[0, 1)`` with 53 random bits; advances ``state[0]``."""
-    s = state[0] + _GOLDEN
-    state[0] = s
+def splitmix(s):
+    """``(next state, uniform float in [0, 1) with 53 random bits)`` from a state value: for
+    loops that keep the state in a register (:func:`rand_unit` is the same draw)."""
+    s = s + _GOLDEN
     z = (s ^ (s >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
     z = z ^ (z >> _S31)
-    return np.float64(z >> _S11) * (1.0 / 9007199254740992.0)
+    return s, np.float64(z >> _S11) * (1.0 / 9007199254740992.0)
+
+
+@kernel_inline
+def rand_unit(state):
+    """A uniform float in ``[0, 1)`` with 53 random bits; advances ``state[0]``."""
+    s, u = splitmix(state[0])
+    state[0] = s
+    return u
 
 
 @kernel_inline

@@ -71,6 +71,30 @@ def test_codes_skip_cached_rows_and_give_each_model_its_budget():
     assert sorted(rows[models == 0]) == [0, 1, 3, 4, 6, 7, 8, 9]   # uniform: each once
 
 
+def test_codes_are_algorithm_4_unbiased_per_model_with_the_cached_rows_left_out():
+    """avsf_codes writes the codes in Algorithm 4's own loop: each model gets exactly its
+    budget, and a row's mean count is budget·p_i/Σp over the rows not cached."""
+    rng = np.random.default_rng(7)
+    n, reps = 50, 20000
+    p = np.exp(rng.uniform(np.log(0.05), np.log(20), (n, 2)))
+    cached = (rng.random(n) < 0.2).astype(np.uint8)
+    budgets = np.array([n, 3 * n])
+    out = np.empty(4 * n + 1, np.int64)
+    state = _state(11)
+    got = np.zeros((n, 2))
+    for _ in range(reps):
+        end = avsf_codes(p, cached, budgets, 0, out, 0, np.empty(n), np.empty(n, np.int64),
+                         state)
+        assert end == budgets.sum()
+        rc = out[:end] // NSRC
+        np.add.at(got, (rc // 2, rc % 2), 1)
+    w = np.where(cached[:, None] == 0, p, 0.0)
+    expect = budgets * w / w.sum(axis=0)
+    se = np.sqrt(np.maximum(expect, 0.05) / reps)
+    assert not got[cached == 1].any()
+    assert np.all(np.abs(got / reps - expect) < 5 * se)
+
+
 def _dual(X, y, alpha, C, l2, B):
     """f(α) = ½‖Σ y α x̄‖² + ½ Σ D α² − Σ α (LIBLINEAR's minimized dual)."""
     Xb = np.hstack([X, np.full((len(y), 1), B)])

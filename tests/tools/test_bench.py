@@ -286,6 +286,9 @@ def test_plan_out_of_core_and_multiclass():
 
 def test_synthetic_names_and_suites():
     assert bench.synth_rows("synth-1e6") == 10**6 and bench.synth_rows("a9a") is None
+    assert bench.synth_rows("synth-1e6-f2e6") == 10**6
+    assert bench.dataset_spec("synth-2e4-f3e5", {})["synthetic"]["features"] == 300_000
+    assert bench.dataset_spec("synth-2e4", {})["synthetic"]["features"] == bench.SYNTH["features"]
     spec = bench.dataset_spec("synth-1e7", bench.SUITES["dcd"])
     assert spec["ooc"] and spec["rows"] == 10**7
     assert not bench.dataset_spec("synth-1e5", bench.SUITES["quick"])["ooc"]
