@@ -103,8 +103,10 @@ class HotRows:
     def nbytes(self) -> int:
         return self.nnz * self.row_bytes + self.n_rows * self.extra_row_bytes
 
-    def full(self) -> bool:
-        return self.n_rows >= self.max_rows
+    def full(self, row_nnz: float = 1.0) -> bool:
+        """No room for another row of ``row_nnz`` non-zeros (in rows or in bytes)."""
+        return (self.n_rows >= self.max_rows or self.nnz + row_nnz > self.max_nnz
+                or self.nbytes + self.extra_row_bytes + self.row_bytes * row_nnz > self.room)
 
     # -- entering and leaving -------------------------------------------------------------
     def load_all(self) -> None:

@@ -175,6 +175,10 @@ class AVSFSolver(Solver):
                     "asked (--cache %g); streamed without them, chunk order costs many more "
                     "epochs (24x on a9a, BENCHMARKS.md 'avsf'): raise --memory by about "
                     "%.1f MB", fits, asked, self.cache, (asked - fits) * per_row / 1e6)
+        # a mean row: once the cache has no room for one, blocks are not offered their rows
+        # (most offers then copied nothing: on the 10^6-row text-like store at 96 MB, 9 of
+        # 10, a tenth of an epoch's time)
+        self.row_nnz = store.nnz / max(1, n)
         self.codes, self.hbuf = np.empty(0, np.int64), np.empty(0, np.int64)
         self.wbuf, self.cnt = np.empty(0), np.empty(0, np.int64)
 
@@ -366,7 +370,7 @@ class AVSFSolver(Solver):
                   H, (self.codes, self.wbuf, self.cnt, state), self.unit, self.model,
                   self.prob, self._adapt(sched), self.st,
                   (self.tau_in, self.p_mean, count))
-        if self.cache > 0 and count.any() and not hot.full():
+        if self.cache > 0 and count.any() and not hot.full(self.row_nnz):
             self._admit([b for j, b in enumerate(blocks) if count[j]])
 
     def _sources(self, b0=None, b1=None):
@@ -393,7 +397,7 @@ class AVSFSolver(Solver):
             if len(rows):
                 rows = rows[np.argsort(-top[rows], kind="stable")]
                 hot.admit(b, rows, (self.alpha.view(b), p))
-            if hot.full():
+            if hot.full(self.row_nnz):
                 break
 
     # -- the exact check -----------------------------------------------------------------

@@ -162,3 +162,23 @@ def test_read_blocks_checks_ids():
     sched = PassScheduler(InMemoryStore(X, np.where(np.arange(20) % 2, 1.0, -1.0), chunk_rows=5))
     with pytest.raises(ValueError, match="read_blocks"):
         list(sched.read_blocks([0, 9]))
+
+
+def test_hot_rows_are_full_when_no_row_of_the_size_asked_fits_in_rows_or_bytes():
+    """HotRows.full(row_nnz): the cache takes no more rows once a row of that many
+    non-zeros would pass its row count or its bytes (the byte room binds first when rows
+    are long; offering blocks then copies nothing)."""
+    X, y, store = _store(n=500, d=30)                    # about 6 entries a row
+    sched = PassScheduler(store, memory="1GB", block_rows=100)
+    p = sched.state("p", np.float64)
+    flag = sched.state("hot", np.uint8)
+    hot = sched.hot_rows((p,), flag, max_rows=400, room=60 * (12 + 40), extra_row_bytes=40)
+    assert hot.max_rows == 60 * 52 // 40 and not hot.full()
+    for block in sched.blocks(range(sched.n_blocks)):
+        hot.admit(block, np.arange(block.n_rows), (p.view(block),))
+    assert hot.n_rows < hot.max_rows and hot.nbytes <= hot.room and hot.full(row_nnz=6.0)
+    left = hot.room - hot.nbytes                         # the room an admitted row leaves
+    assert hot.full(row_nnz=(left - 40) / 12 + 1) and (left < 52 or not hot.full())
+    hot.evict(np.arange(hot.n_rows // 2))
+    assert not hot.full(row_nnz=6.0)
+    np.testing.assert_array_equal(flag.values[hot.ids], 1)
