@@ -90,9 +90,10 @@ def _row(run, multi_c: bool, multi_loss: bool, *, to_target: bool = False) -> li
         return head + [run["label"], f"*{run['status']}*{': ' + msg if msg else ''}"] + ["–"] * 8
     if to_target:
         t = run.get("to_target")
+        target = f"{run.get('target_gap', 1e-3):.0e}".replace("e-0", "e-")    # 1e-3
         if t is None:
-            return head + [run["label"], "never within 1e-3 of best"] + ["–"] * 8
-        return head + [run["label"], f"{t['label']} (first within 1e-3)",
+            return head + [run["label"], f"never within {target} of best"] + ["–"] * 8
+        return head + [run["label"], f"{t['label']} (first within {target})",
                        _passes(t.get("passes"), t.get("passes_kind")),
                        fmt(t.get("fit_seconds"), "s"),
                        fmt(t.get("process_seconds"), "s"), fmt(run.get("peak_rss_mb"), "mb"),

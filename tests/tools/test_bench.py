@@ -481,6 +481,17 @@ def test_fmt_and_table():
     assert t.splitlines() == ["| a | b |", "| :--- | ---: |", "| 1 | 2 |"]
 
 
+def test_the_liblinear_ladder_is_graded_at_the_gap_asked():
+    runs = _fixture_runs()                      # --tol 0.01: LIBLINEAR graded at 1e-2 too
+    bench.finalize_groups(runs, 1e-2)
+    ll = runs[1]
+    assert ll["to_target"]["label"] == "-e 0.01"    # -e 0.1: 2e-2 from the best
+    row = rep._row(ll, False, False, to_target=True)
+    assert "-e 0.01 (first within 1e-2)" in row
+    ll["to_target"] = None
+    assert "never within 1e-2 of best" in rep._row(ll, False, False, to_target=True)
+
+
 def test_render_markdown_prints_only_results_numbers(tmp_path):
     runs = _fixture_runs()
     doc = _doc(runs, bench.finalize_groups(runs))
