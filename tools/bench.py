@@ -1272,8 +1272,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0] + "\n\n" + "\n\n".join(__doc__.split("\n\n")[1:3]),
         epilog="Outputs: OUT/results.json (everything), OUT/results.md (tables), PNG plots in "
                "--plots. Data sets: " + ", ".join(REAL) + " (from ../shared/datasets) and "
-               "synth-<rows>[-f<features>] (tools/make_synthetic.py, e.g. synth-1e6, or the text-like "
-               "synth-1e6-f2e6: 2*10^6 features, default 10^5); data sets with at least "
+               "synth-<rows>[-f<features>] (tools/make_synthetic.py, e.g. synth-1e6, or the "
+               "text-like synth-1e6-f2e6: 2*10^6 features, default 10^5); data sets with at least "
                "the suite's out-of-core row count get a memory budget of 1/8 of the decoded "
                "store, and only streaming methods (streamsvm, SGD, VW) run on them.")
     p.add_argument("--suite", choices=sorted(SUITES), default="quick",

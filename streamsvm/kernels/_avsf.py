@@ -114,7 +114,7 @@ def alg4_counts(w, L, counts, state):
 
 
 @kernel
-def avsf_codes(p, cached, budgets, src, out, off, wbuf, counts, state):
+def avsf_codes(p, cached, budgets, src, out, off, wbuf, state):
     """The visits of one source's rows for every model, appended to a visit list.
 
     For model ``c``, Algorithm 4 (:func:`alg4_counts`) over the rows' preferences
@@ -131,8 +131,8 @@ def avsf_codes(p, cached, budgets, src, out, off, wbuf, counts, state):
         The source id in the codes (module doc).
     out : ndarray of int64
         The visit list, written from ``off``.
-    wbuf, counts : ndarray of shape (≥ n,)
-        Scratch (float64; ``counts`` unused, kept for the callers' scratch layout).
+    wbuf : ndarray of shape (≥ n,), float64
+        Scratch (the shares).
     state : ndarray of shape (1,), uint64
 
     Returns
@@ -309,8 +309,8 @@ def avsf_group(Xs, ys, alphas, ps, hots, budgets, n_blocks, H, scratch, unit, mo
         Each block's visits per model (the first ``n_blocks`` rows used).
     H : ndarray of int64
         The hot rows' visit codes for this group.
-    scratch : tuple (codes, wbuf, counts, state)
-        ``codes`` long enough for every visit, ``wbuf``/``counts`` for a block's rows,
+    scratch : tuple (codes, wbuf, state)
+        ``codes`` long enough for every visit, ``wbuf`` for a block's rows,
         ``state`` the group's SplitMix64 state.
     admit : tuple (tau, floor, out_count)
         ``out_count[j]``: rows of block ``j`` not hot whose largest preference is at least
@@ -321,10 +321,10 @@ def avsf_group(Xs, ys, alphas, ps, hots, budgets, n_blocks, H, scratch, unit, mo
     int
         The visits run.
     """
-    codes, wbuf, counts, state = scratch
+    codes, wbuf, state = scratch
     off = 0
     for j in range(n_blocks):
-        off = avsf_codes(ps[j], hots[j], budgets[j], j, codes, off, wbuf, counts, state)
+        off = avsf_codes(ps[j], hots[j], budgets[j], j, codes, off, wbuf, state)
     for t in range(H.shape[0]):
         codes[off + t] = H[t]
     off += H.shape[0]

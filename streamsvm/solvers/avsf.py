@@ -180,7 +180,7 @@ class AVSFSolver(Solver):
         # 10, a tenth of an epoch's time)
         self.row_nnz = store.nnz / max(1, n)
         self.codes, self.hbuf = np.empty(0, np.int64), np.empty(0, np.int64)
-        self.wbuf, self.cnt = np.empty(0), np.empty(0, np.int64)
+        self.wbuf = np.empty(0)
 
     @property
     def n_iter(self) -> int:
@@ -265,9 +265,8 @@ class AVSFSolver(Solver):
         m = int(budget[nb].sum())
         H = self._hot_buffer(m)
         if hot.n_rows:
-            wbuf, cnt = np.empty(hot.n_rows), np.empty(hot.n_rows, np.int64)
             used = sched.run(avsf_codes, hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H,
-                             0, wbuf, cnt, state)
+                             0, np.empty(hot.n_rows), state)
             sched.run(avsf_shuffle, H, used, state)
         ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
         ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
@@ -355,19 +354,19 @@ class AVSFSolver(Solver):
             more = np.empty(extra * k, np.int64)
             st = np.array([sched.block_seed(b0) ^ 0x5EED], dtype=np.uint64)
             used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), np.full(k, extra), 2, more,
-                              0, np.empty(hot.n_rows), np.empty(hot.n_rows, np.int64), st)
+                              0, np.empty(hot.n_rows), st)
             H = np.concatenate([H, more[:used]])
             self.extra_steps += extra
             size += used
         if len(self.codes) < size:
             self.codes = np.empty(int(1.25 * size) + 16, np.int64)
         if len(self.wbuf) < rows:
-            self.wbuf, self.cnt = np.empty(rows), np.empty(rows, np.int64)
+            self.wbuf = np.empty(rows)
         state = np.array([sched.block_seed(b0)], dtype=np.uint64)
         count = np.zeros(2, np.int64)
         hf = self.hot_flag
         sched.run(avsf_group, *self._sources(b0, b1), (hf.view(b0), hf.view(b1)), budgets, nb,
-                  H, (self.codes, self.wbuf, self.cnt, state), self.unit, self.model,
+                  H, (self.codes, self.wbuf, state), self.unit, self.model,
                   self.prob, self._adapt(sched), self.st,
                   (self.tau_in, self.p_mean, count))
         if self.cache > 0 and count.any() and not hot.full(self.row_nnz):

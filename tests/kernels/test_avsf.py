@@ -59,8 +59,7 @@ def test_codes_skip_cached_rows_and_give_each_model_its_budget():
     cached = np.zeros(10, np.uint8)
     cached[[2, 5]] = 1
     out = np.empty(100, np.int64)
-    end = avsf_codes(p, cached, np.array([8, 3]), 1, out, 0, np.empty(10),
-                     np.empty(10, np.int64), _state(3))
+    end = avsf_codes(p, cached, np.array([8, 3]), 1, out, 0, np.empty(10), _state(3))
     assert end == 11
     codes = out[:end]
     assert np.all(codes % NSRC == 1)
@@ -83,8 +82,7 @@ def test_codes_are_algorithm_4_unbiased_per_model_with_the_cached_rows_left_out(
     state = _state(11)
     got = np.zeros((n, 2))
     for _ in range(reps):
-        end = avsf_codes(p, cached, budgets, 0, out, 0, np.empty(n), np.empty(n, np.int64),
-                         state)
+        end = avsf_codes(p, cached, budgets, 0, out, 0, np.empty(n), state)
         assert end == budgets.sum()
         rc = out[:end] // NSRC
         np.add.at(got, (rc // 2, rc % 2), 1)
