@@ -59,11 +59,12 @@ def test_reaches_liblinear_primal_newton_and_reports_a_true_certificate(pendigit
     assert 0 <= info[3] - info[4] <= 1e-6 * info[3]
     np.testing.assert_allclose(margin, z, rtol=1e-5, atol=1e-4)    # signed, float32
     # the same optimum as LIBLINEAR -s 2 at a tight -e (its weights, our objective)
+    # the bias goes in the parameter: train() resets the problem's bias to the parameter's
+    # (-B -1 by default), and m.w then has no bias entry: reading one reads past its end
     prob = lib.problem(np.where(y == label, 1, -1), X)
-    if B:
-        prob.set_bias(B)
-    m = lib.train(prob, lib.parameter(f"-s 2 -c 1 -w1 {Cp} -w-1 {Cn} -e 1e-8 -q"))
+    m = lib.train(prob, lib.parameter(f"-s 2 -c 1 -w1 {Cp} -w-1 {Cn} -e 1e-8 -B {B or -1} -q"))
     d = X.shape[1]
+    assert m.nr_feature == d and m.bias == (B or -1)
     ref = np.array([m.w[i] for i in range(d + (1 if B else 0))]) * (1 if m.label[0] == 1 else -1)
     if not B:
         ref = np.append(ref, 0.0)
