@@ -328,6 +328,14 @@ class PassScheduler:
         """The bytes states, cached blocks, blocks in flight and reservations may use."""
         return int(self.memory * (1.0 - self.ALLOCATOR_HEADROOM))
 
+    def run_bytes(self, nbytes: int) -> int:
+        """The most bytes a run accumulator of ``nbytes`` (``Accumulator``, not per block)
+        holds at once in a :meth:`map_reduce` pass over this store: one array per level of
+        the reduction tree over its groups, ``⌈log2 G⌉ + 1`` (``_reduce.py``). For a
+        solver's :meth:`check_budget` when its reductions are O(d)."""
+        g = max(1, int(self._layout.n_groups))
+        return int(nbytes) * ((g - 1).bit_length() + 1)
+
     def check_budget(self, owner: str, needs: dict) -> None:
         """Refuse, before the first pass, a budget too small for what must stay in memory.
 

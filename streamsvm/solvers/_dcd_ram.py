@@ -39,6 +39,8 @@ if the exact check disagrees).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..kernels._csr import row_sq_norms
@@ -54,7 +56,7 @@ class RamSlab:
     the last visit) and LIBLINEAR's in-memory epochs over it."""
 
     def __init__(self, solver):
-        self.s = solver
+        self.s = weakref.proxy(solver)     # no cycle: the solver's O(d) arrays go with it
         self.qd = self.margin = None
         self.version = 0            # the scheduler's RAM slab these arrays belong to
         self.margins = False        # margins recorded since the slab was installed
@@ -131,7 +133,7 @@ class PerClass:
 
     def __init__(self, solver):
         k = solver.k
-        self.s = solver
+        self.s = weakref.proxy(solver)     # no cycle: the solver's O(d) arrays go with it
         self.eps = np.full(k, 0.1)                 # LIBLINEAR's default ε, per class
         # [visits since its last exact check, visits due before an estimate-driven one,
         # misses of the estimate] (the kernel's own checks: kernels/_dcd.py)

@@ -455,7 +455,7 @@ class AVSFSolver(Solver):
 
     # -- results and checkpoints ---------------------------------------------------------
     def coef(self):
-        return self.W.T.copy(), self.wb * self.bias
+        return np.ascontiguousarray(self.W.T), self.wb * self.bias     # one model: no copy
 
     def close(self) -> None:
         if getattr(self, "hot", None) is not None:

@@ -93,7 +93,10 @@ class DCDSolver(Solver):
         binary = store.task == "binary"
         k = self.k = 1 if binary else len(store.classes)
         d = sched.n_features
-        sched.check_budget("dcd", {"the model and its shrinking sums": 2 * 8 * k * d})
+        # the streamed exact check sums the shrunk rows afresh: its run arrays, d×k each
+        check = sched.run_bytes(8 * k * d)
+        sched.check_budget("dcd", {"the model and its shrinking sums": 2 * 8 * k * d,
+                                   "the exact check's sums": check})
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
@@ -110,7 +113,8 @@ class DCDSolver(Solver):
         self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
         self.rows = sched.resident_rows(
             self.active, (self.alpha, self.active), extra_row_bytes=8 + 4 + 4 + 8 + 13 * k,
-            fixed_bytes=self.W.nbytes + self.zu.nbytes, ram=self.slab, disk=self.disk_slab)
+            fixed_bytes=self.W.nbytes + self.zu.nbytes + check, ram=self.slab,
+            disk=self.disk_slab)
         self.pgmax_old, self.pgmin_old = np.full(k, np.inf), np.full(k, -np.inf)
         self.shrink = (self.pgmax_old, self.pgmin_old)
         self.cert = np.zeros((k, 2))
@@ -292,7 +296,10 @@ class DCDSolver(Solver):
             self.per_class.sync()
 
     def coef(self):
-        W = self.per_class.coef() if self.per_class is not None else self.W.T.copy()
+        # one model: W.T is (1, d) and contiguous, taken as it is (a copy would be the
+        # run's last O(d) allocation, on top of everything)
+        W = self.per_class.coef() if self.per_class is not None else \
+            np.ascontiguousarray(self.W.T)
         self.ramslab.leave()
         self.rows.close()
         return W, self.wb * self.bias

@@ -85,3 +85,20 @@ def test_remote_reader_threads_are_charged_and_fitted(moto_server, s3, monkeypat
     sched.check_budget("test", {})
     assert 1 <= sched._backend.threads < 8
     assert sched.inflight_bytes <= sched.data_budget
+
+
+def test_run_bytes_is_the_most_run_arrays_a_sequential_pass_holds(store):
+    """``run_bytes`` (what a solver charges for an O(d) reduction) equals the most arrays of
+    one run accumulator alive at once when the groups complete in order."""
+    from streamsvm.schedule._reduce import GroupRuns
+    sched = PassScheduler(store, memory="1GB", block_rows=100)
+    groups = sched._layout.groups
+    assert int(groups.max()) + 1 == 32
+    ids = np.arange(sched.n_blocks)
+    runs = GroupRuns({"s": Accumulator(3)}, ids, groups)
+    most = 0
+    for b in ids:
+        runs.arrays(int(b))
+        most = max(most, len(runs.open) + len(runs.tree.nodes))
+        runs.done(int(b))
+    assert sched.run_bytes(24) == 24 * most == 24 * 6
