@@ -582,6 +582,23 @@ def test_io_rss_measures_every_reading_path(tmp_path):
         "scheduler_pass_s": 1.0, "floor_s": 1.0, "decoded_mb_per_s": 1.0, "rss": r}})
 
 
+def test_io_rss_runtime_floor_on_a_store_too_wide_for_its_model(tmp_path):
+    """The runtime probes load the kernels on narrow rows: with all 3·10^6 features dcd's
+    model (48 MB with its sums) did not fit their 16MB run, and the floor fell back to the
+    bare import (148 MB against 210 MB on the 2·10^6-feature store)."""
+    rng = np.random.default_rng(2)
+    indptr = np.arange(0, 2000 * 12 + 1, 12)
+    indices = np.sort(rng.choice(3_000_000, size=(2000, 12), replace=False), axis=1).ravel()
+    X = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr),
+                      shape=(2000, 3_000_000))
+    y = np.where(np.arange(2000) % 2, 1.0, -1.0)
+    from streamsvm.io import write_store
+    write_store(tmp_path / "w.zarr", X, y, chunk_rows=500)
+    r = bench.io_rss(str(tmp_path / "w.zarr"), str(tmp_path / "out"), budget=1 << 20)
+    assert r["runtime_mb"] and r["runtime_pass_mb"]
+    assert r["runtime_mb"] > r["import_mb"]
+
+
 def test_checks_cost_times_sweeps_with_and_without_the_checks(tmp_path, monkeypatch):
     import numpy as np
     import scipy.sparse as sp
