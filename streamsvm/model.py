@@ -43,6 +43,29 @@ def _encode(a: np.ndarray) -> dict:
     return {"dtype": "<f8", "shape": list(a.shape), "base64": base64.b64encode(a.tobytes()).decode()}
 
 
+_PIECE = 3 << 18
+"""Bytes of weights base64-encoded at a time by :func:`_json_pieces` (a multiple of 3: the
+pieces' encodings join into the whole's)."""
+
+
+def _json_pieces(model):
+    """The bytes of ``json.dumps(model.to_dict())``, in pieces: the weights (the document's
+    last two entries) base64-encoded a slice at a time. Whole, a 2·10^6-feature model's
+    document took its bytes, their base64, that as a str, the JSON and its encoding (about
+    100 MB for a 16 MB model): the peak of a `streamsvm train` that streamed at 96 MB."""
+    d = model.to_dict(weights=False)
+    yield json.dumps(d)[:-1].encode()
+    for key in ("coef", "intercept"):
+        a = np.ascontiguousarray(getattr(model, key), dtype="<f8")
+        yield (f', "{key}": {{"dtype": "<f8", "shape": {json.dumps(list(a.shape))}, '
+               f'"base64": "').encode()
+        raw = memoryview(a).cast("B")
+        for i in range(0, len(raw), _PIECE):
+            yield base64.b64encode(raw[i:i + _PIECE])
+        yield b'"}'
+    yield b"}"
+
+
 def _decode(d: dict) -> np.ndarray:
     raw = base64.b64decode(d["base64"])
     return np.frombuffer(raw, dtype=d["dtype"]).reshape(d["shape"]).astype(np.float64)
@@ -122,11 +145,14 @@ class LinearModel:
         return self.classes[self.predict_encoded(self.decision_function(X))]
 
     # -- persistence -----------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return {"format": MODEL_FORMAT, "task": self.task, "classes": self.classes.tolist(),
-                "n_features": self.n_features, "params": self.params, "problem": self.problem,
-                "summary": self.summary, "coef": _encode(self.coef),
-                "intercept": _encode(self.intercept)}
+    def to_dict(self, weights: bool = True) -> dict:
+        d = {"format": MODEL_FORMAT, "task": self.task, "classes": self.classes.tolist(),
+             "n_features": self.n_features, "params": self.params, "problem": self.problem,
+             "summary": self.summary}
+        if weights:                 # last: _json_pieces writes them after the rest
+            d["coef"] = _encode(self.coef)
+            d["intercept"] = _encode(self.intercept)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "model") -> "LinearModel":
@@ -138,8 +164,9 @@ class LinearModel:
                    d["summary"], d.get("problem"))
 
     def save(self, path, *, storage_options=None) -> None:
-        """Write the model as one JSON file (atomically)."""
-        write_atomic(os.fspath(path), json.dumps(self.to_dict()).encode(), storage_options)
+        """Write the model as one JSON file (atomically), the bytes of
+        ``json.dumps(self.to_dict())`` written piece by piece (:func:`_json_pieces`)."""
+        write_atomic(os.fspath(path), _json_pieces(self), storage_options)
 
     def to_liblinear(self, path, *, storage_options=None) -> None:
         """Export in LIBLINEAR's text model format (integer class labels only)."""

@@ -260,3 +260,23 @@ def test_fit_on_a_sparse_matrix_with_labels_as_strings_still_works():
     X = sp.csr_matrix(np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 1.0]]))
     clf = ss.LinearSVC(C=10.0).fit(X, np.array(["1", "1", "-1", "-1"]))
     assert clf.predict(X).tolist() == [1.0, 1.0, -1.0, -1.0]
+
+
+@pytest.mark.parametrize("k,d", [(1, 1001), (3, 40)])
+def test_a_model_file_is_written_in_pieces_with_the_bytes_of_its_document(k, d, tmp_path,
+                                                                          monkeypatch):
+    """save writes json.dumps(to_dict()) byte for byte, the weights base64-encoded a slice
+    at a time (15 bytes here: slices that end inside a float), and loads back bit-exact."""
+    from streamsvm import model as model_mod
+    monkeypatch.setattr(model_mod, "_PIECE", 15)
+    rng = np.random.default_rng(k)
+    classes = np.array([-1.0, 1.0]) if k == 1 else np.arange(1.0, k + 1)
+    m = model_mod.LinearModel(rng.standard_normal((k, d)), rng.standard_normal(k), classes,
+                              "binary" if k == 1 else "multiclass", {"solver": "dcd", "C": 1.0},
+                              {"passes": 3.5, "gap": float("nan")})
+    m.save(tmp_path / "m.json")
+    raw = (tmp_path / "m.json").read_bytes()
+    assert raw == json.dumps(m.to_dict()).encode()
+    back = load_model(tmp_path / "m.json")
+    assert np.array_equal(back.coef, m.coef) and np.array_equal(back.intercept, m.intercept)
+    assert not list(tmp_path.glob(".*partial"))

@@ -31,10 +31,14 @@ def is_local(url) -> bool:
     return "://" not in url or url.startswith("file://")
 
 
-def write_atomic(path: str, payload: bytes, storage_options=None) -> None:
+def write_atomic(path: str, payload, storage_options=None) -> None:
     """Write ``payload`` at ``path`` all at once: locally a private file ``fsync``-ed and
-    renamed over ``path``; on an object store one PUT (never a partial object)."""
+    renamed over ``path``; on an object store one PUT (never a partial object).
+
+    ``payload`` is bytes, or an iterable of bytes pieces: written piece by piece locally (a
+    large model's document is never whole in memory), joined for the one PUT."""
     import uuid
+    pieces = [payload] if isinstance(payload, (bytes, bytearray, memoryview)) else payload
     if is_local(path):
         local = path[len("file://"):] if path.startswith("file://") else path
         parent = os.path.dirname(os.path.abspath(local))
@@ -42,7 +46,8 @@ def write_atomic(path: str, payload: bytes, storage_options=None) -> None:
         tmp = os.path.join(parent, f".{os.path.basename(local)}.{uuid.uuid4().hex[:8]}.partial")
         try:
             with open(tmp, "wb") as f:
-                f.write(payload)
+                for piece in pieces:
+                    f.write(piece)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, local)
@@ -51,4 +56,6 @@ def write_atomic(path: str, payload: bytes, storage_options=None) -> None:
                 os.remove(tmp)
         return
     fs, p = url_to_fs(path, storage_options)
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        payload = b"".join(pieces)
     fs.pipe_file(p, payload)      # one PUT: an object store never shows a partial object
