@@ -131,3 +131,19 @@ def fill_disk(directory, leave: int) -> pathlib.Path:
         f.truncate(size)
         os.posix_fallocate(f.fileno(), 0, size)
     return filler
+
+
+@pytest.fixture(scope="module")
+def many_classes_store(tmp_path_factory):
+    """A store of 20,000 rows of 20 classes (10 features): dcd's α (160 B a row, 3.2 MB)
+    and ww's β (152 B a row) spill out of a 3MB budget into the scratch directory."""
+    import numpy as np
+    import scipy.sparse as sp
+    from streamsvm.io import write_store
+    n, d, k = 20000, 10, 20
+    y = np.random.default_rng(0).integers(0, k, n)
+    X = sp.random(n, d, density=0.5, format="csr", random_state=1) + \
+        sp.csr_matrix((np.ones(n), (np.arange(n), y % d)), shape=(n, d))
+    url = tmp_path_factory.mktemp("many_classes") / "mc.zarr"
+    write_store(str(url), X, y.astype(float), chunk_rows=1024)
+    return url

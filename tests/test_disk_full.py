@@ -10,31 +10,15 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from streamsvm.checkpoint import CheckpointManager
 from streamsvm.cli import main
-from streamsvm.io import convert, write_store
+from streamsvm.io import convert
 
 from .conftest import fill_disk, shared_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::streamsvm.exceptions.ConvergenceWarning")
-
-
-@pytest.fixture(scope="module")
-def many_classes(tmp_path_factory):
-    """20,000 rows of 20 classes: dcd's α (160 B a row, 3.2 MB) and ww's β (152 B a row)
-    spill out of a 3MB budget."""
-    n, d, k = 20000, 10, 20
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, k, n)
-    X = sp.random(n, d, density=0.5, format="csr", random_state=1) + \
-        sp.csr_matrix((np.ones(n), (np.arange(n), y % d)), shape=(n, d))
-    url = tmp_path_factory.mktemp("mc") / "mc.zarr"
-    write_store(str(url), X, y.astype(float), chunk_rows=1024)
-    return url
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +35,9 @@ def _pages(path) -> int:
 
 @pytest.mark.parametrize("solver, state, size", [("dcd", "dcd.alpha", "3.2 MB"),
                                                   ("ww", "ww.beta", "3.04 MB")])
-def test_full_scratch_disk(many_classes, small_tmpfs, tmp_path, solver, state, size):
+def test_full_scratch_disk(many_classes_store, small_tmpfs, tmp_path, solver, state, size):
     scratch = small_tmpfs("4m")
-    args = ["train", str(many_classes), "--solver", solver, "--memory", "3MB",
+    args = ["train", str(many_classes_store), "--solver", solver, "--memory", "3MB",
             "--max-passes", "2", "-q", "--scratch-dir", str(scratch)]
     ref, out = tmp_path / "ref.json", tmp_path / "m.json"
     assert main(args + ["-o", str(ref)]) == 0          # fits: spilled there, removed after

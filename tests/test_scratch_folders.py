@@ -9,12 +9,9 @@ import signal
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from streamsvm import _scratch
-from streamsvm.io import write_store
 
 from .conftest import shared_dataset
 
@@ -54,19 +51,6 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """20,000 rows of 20 classes: dcd's α spills out of a 3MB budget."""
-    n, d, k = 20000, 10, 20
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, k, n)
-    X = sp.random(n, d, density=0.5, format="csr", random_state=1) + \
-        sp.csr_matrix((np.ones(n), (np.arange(n), y % d)), shape=(n, d))
-    url = tmp_path_factory.mktemp("mc") / "mc.zarr"
-    write_store(str(url), X, y.astype(float), chunk_rows=1024)
-    return url
-
-
 def _train(store, scratch, tmp_path, script=None):
     args = ["train", str(store), "-o", str(tmp_path / "m.json"), "--memory", "3MB",
             "--max-passes", "1", "-q", "-v", "--scratch-dir", str(scratch)]
@@ -87,7 +71,8 @@ def _folders(parent, prefix="streamsvm-state-"):
     return sorted(n for n in os.listdir(parent) if n.startswith(prefix))
 
 
-def test_sigterm_while_setting_up_stops_at_once_and_cleans_up(store, tmp_path):
+def test_sigterm_while_setting_up_stops_at_once_and_cleans_up(many_classes_store, tmp_path):
+    store = many_classes_store
     scratch = tmp_path / "scratch"
     proc = _train(store, scratch, tmp_path, SLOW_SETUP)
     try:
@@ -104,7 +89,9 @@ def test_sigterm_while_setting_up_stops_at_once_and_cleans_up(store, tmp_path):
     assert _folders(scratch) == [] and not (tmp_path / "m.json").exists()
 
 
-def test_a_killed_runs_folder_is_swept_by_the_next_run_a_live_ones_kept(store, tmp_path):
+def test_a_killed_runs_folder_is_swept_by_the_next_run_a_live_ones_kept(many_classes_store,
+                                                                        tmp_path):
+    store = many_classes_store
     scratch = tmp_path / "scratch"
     dead = _train(store, scratch, tmp_path, SLOW_SETUP)
     live = None
