@@ -10,10 +10,11 @@ under ``--scratch-dir`` (default: the system temporary directory). Three rules:
   is checked first (``statvfs``), so a file that cannot fit is refused at once, naming the
   directory, the bytes needed and the bytes free. Where the file system cannot reserve
   (``EOPNOTSUPP``), the ``statvfs`` check alone stands.
-* **Owned.** Each private folder holds an owner file (:data:`OWNER`: pid, host, boot and
-  process start time); :func:`sweep_stale` removes the folders of processes that are gone
-  (same host, pid not running or started at another time: a reused pid), never those of a
-  live one, nor folders without a readable owner file.
+* **Owned.** Each private folder holds an owner file (:data:`OWNER`: pid, host, boot, pid
+  namespace and process start time); :func:`sweep_stale` removes the folders of processes
+  that are gone (same host and pid namespace, pid not running or started at another time:
+  a reused pid; or the machine rebooted since), never those of a live one, of another
+  machine or container, nor folders without a readable owner file.
 * **Removed** when the run ends, including on SIGINT/SIGTERM (the CLI turns both into
   ``KeyboardInterrupt``, and every owner removes its folder in a ``finally``).
 """
@@ -167,11 +168,22 @@ def _boot_id() -> str | None:
         return None
 
 
+def _pid_namespace() -> str | None:
+    """This process's pid namespace (containers sharing a host name and a scratch directory
+    see other pids)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def owner_record(pid: int | None = None) -> dict:
-    """What an owner file records of process ``pid`` (default: this one)."""
+    """What an owner file records of process ``pid`` (default: this one; its start time in
+    clock ticks after boot, field 22 of ``/proc/PID/stat``)."""
     pid = os.getpid() if pid is None else int(pid)
     stat = _proc_stat(pid)
     return {"pid": pid, "host": socket.gethostname(), "boot": _boot_id(),
+            "pidns": _pid_namespace(),
             "start": int(stat[19]) if stat and len(stat) > 19 else None}
 
 
@@ -183,6 +195,8 @@ def owner_gone(record: dict) -> bool:
     boot = _boot_id()
     if record.get("boot") and boot and record["boot"] != boot:
         return True                               # the machine rebooted since
+    if record.get("pidns") != _pid_namespace():
+        return False                              # another container's pids: cannot tell
     pid = int(record["pid"])
     if pid == os.getpid():
         return False

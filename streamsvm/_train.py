@@ -48,7 +48,9 @@ RUN_PARAMS = (
     Param("resume", "bool", False, "continue from the newest valid checkpoint in "
           "--checkpoint"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
-          "--memory and for resident rows on disk (default: the system temporary directory)"),
+          "--memory and for resident rows on disk (default: the system temporary directory); "
+          "the space is reserved before the first pass, or the run refused with the bytes "
+          "needed and free"),
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
           "core; one per block in flight for a remote one)", low=1),

@@ -164,6 +164,9 @@ def test_an_owner_is_gone_once_its_pid_is_dead_or_reused():
         assert not _scratch.owner_gone(rec)
         assert _scratch.owner_gone(dict(rec, start=rec["start"] + 1))    # the pid reused
         assert not _scratch.owner_gone(dict(rec, host=rec["host"] + "-elsewhere"))
+        assert not _scratch.owner_gone(dict(rec, pid=2**22 + 1, pidns="pid:[1]"))  # a container
+        assert _scratch.owner_gone(dict(rec, pid=2**22 + 1))      # no such pid here
+        assert _scratch.owner_gone(dict(rec, boot="rebooted"))
         assert not _scratch.owner_gone(_scratch.owner_record())          # this process
         child.kill()
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)          # a zombie now
