@@ -48,7 +48,9 @@ RUN_PARAMS = (
     Param("resume", "bool", False, "continue from the newest valid checkpoint in "
           "--checkpoint"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
-          "--memory and for resident rows on disk (default: the system temporary directory)"),
+          "--memory and for resident rows on disk (default: the system temporary directory); "
+          "the space is reserved before the first pass, or the run refused with the bytes "
+          "needed and free"),
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
           "core; one per block in flight for a remote one)", low=1),
@@ -114,6 +116,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         the threads reading them (:class:`~streamsvm.schedule.PassScheduler`).
     progress : bool
         Show a progress bar.
+    should_stop : callable, optional
+        Polled after every iteration (a checkpoint is then written and
+        ``KeyboardInterrupt`` raised) and while the run sets up, before its first pass
+        (``KeyboardInterrupt`` at once, the scratch files removed).
     scheduler : distributed.Client or str, optional
         Train on a dask cluster (a Client or a scheduler address, ``"tcp://host:8786"``):
         its workers read ``store`` themselves (a path on a shared filesystem or an S3 URL,
@@ -172,7 +178,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
                           prefetch=prefetch, readers=readers, scratch_dir=scratch_dir,
-                          scheduler=scheduler)
+                          scheduler=scheduler, interrupt=should_stop)
     manager = state = None
     identity = {"store": _store_identity(store) if checkpoint is not None else None,
                 "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows}

@@ -485,6 +485,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
+    term = _sigterm_interrupts()
     try:
         # log lines through tqdm.write: on their own lines above a progress bar, not glued to it
         with logging_redirect_tqdm(tqdm_class=tqdm):
@@ -504,6 +505,24 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13         # like a process killed by SIGPIPE (streamsvm info s | head)
+    finally:
+        term()
+
+
+def _sigterm_interrupts():
+    """Make SIGTERM raise ``KeyboardInterrupt`` like SIGINT (when it has its default action
+    and this is the main thread), so that ``finally`` clauses run and scratch folders are
+    removed; returns the function that restores the previous handler."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _stdout_gone() -> bool:

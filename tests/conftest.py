@@ -1,7 +1,9 @@
-"""Shared fixtures: the real datasets in ../shared/datasets (skipped cleanly when absent)."""
+"""Shared fixtures: the real datasets in ../shared/datasets (skipped cleanly when absent), a
+real S3 server on 127.0.0.1, and small tmpfs mounts for the disk-full tests."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -82,3 +84,66 @@ def s3(moto_server, monkeypatch):
                  aws_secret_access_key="testing").create_bucket(Bucket=bucket)
     yield f"s3://{bucket}", opts
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+# -- a small tmpfs: a disk that really fills -------------------------------------------------
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """``mount(size) -> Path``: a tmpfs of ``size`` (``"1m"``, ``"512k"``; at most 64 MB)
+    mounted under ``tmp_path``, unmounted after the test. Skips, saying why, where mounting
+    is not permitted (not root, not Linux, no ``mount``)."""
+    import subprocess
+    import sys
+    mounted = []
+
+    def mount(size: str = "1m") -> pathlib.Path:
+        if sys.platform != "linux" or not hasattr(os, "geteuid"):
+            pytest.skip("a small tmpfs for the disk-full tests needs Linux")
+        if os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs for the disk-full tests needs root")
+        path = tmp_path / f"tmpfs{len(mounted)}"
+        path.mkdir()
+        try:
+            r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755",
+                                "tmpfs", str(path)], capture_output=True, text=True)
+        except OSError as exc:
+            pytest.skip(f"cannot mount a tmpfs for the disk-full tests: {exc}")
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs for the disk-full tests: {r.stderr.strip()}")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def fill_disk(directory, leave: int) -> pathlib.Path:
+    """Write a filler file in ``directory`` so that about ``leave`` bytes stay free there
+    (whole pages); remove the returned file to free the space again."""
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    filler = pathlib.Path(directory) / "filler"
+    size = max(0, free - int(leave)) // st.f_frsize * st.f_frsize
+    with open(filler, "wb") as f:
+        f.truncate(size)
+        os.posix_fallocate(f.fileno(), 0, size)
+    return filler
+
+
+@pytest.fixture(scope="module")
+def many_classes_store(tmp_path_factory):
+    """A store of 20,000 rows of 20 classes (10 features): dcd's α (160 B a row, 3.2 MB)
+    and ww's β (152 B a row) spill out of a 3MB budget into the scratch directory."""
+    import numpy as np
+    import scipy.sparse as sp
+    from streamsvm.io import write_store
+    n, d, k = 20000, 10, 20
+    y = np.random.default_rng(0).integers(0, k, n)
+    X = sp.random(n, d, density=0.5, format="csr", random_state=1) + \
+        sp.csr_matrix((np.ones(n), (np.arange(n), y % d)), shape=(n, d))
+    url = tmp_path_factory.mktemp("many_classes") / "mc.zarr"
+    write_store(str(url), X, y.astype(float), chunk_rows=1024)
+    return url

@@ -8,7 +8,9 @@ little. A bucket that turns out larger than its share of the budget
 (:func:`bucket_bytes`: the budget less the pieces in flight) is split again the same way,
 so the memory the shuffle holds stays within the budget whatever the input size. The
 result depends only on the seed, the input, the budget and the reader's block size (not
-on timing).
+on timing). The scratch folder (``streamsvm-shuffle-*``) is removed when the shuffle ends,
+however it ends; one left by a killed process is removed by the next run
+(``streamsvm._scratch``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tempfile
 
 import numpy as np
 
+from .._scratch import private_dir
 from ._writer import write_errors
 
 __all__ = ["Shuffler", "bucket_bytes"]
@@ -64,10 +67,8 @@ class Shuffler:
         self.bucket_bytes = bucket_bytes(self.budget)
         self.dir = scratch_dir if scratch_dir is not None else tempfile.gettempdir()
         self._files = []
-        with self._errors():
-            if scratch_dir is not None:
-                os.makedirs(scratch_dir, exist_ok=True)
-            self.dir = tempfile.mkdtemp(prefix="streamsvm-shuffle-", dir=scratch_dir)
+        with self._errors():      # with an owner file: a later run removes it if we die
+            self.dir = private_dir("streamsvm-shuffle-", scratch_dir)
         try:
             with self._errors():
                 for k in range(self.n_buckets):

@@ -30,6 +30,7 @@ import os
 
 import numpy as np
 
+from .._scratch import free_bytes, no_room
 from ..io import Chunk
 from ..kernels import csr_take_rows, kept_rows, take_rows
 
@@ -218,7 +219,10 @@ class _DiskWriter:
 
     def abandon(self) -> None:
         self.failed = True
-        self._close()
+        try:
+            self._close()
+        except OSError:                 # flushing to a full disk: removed below anyway
+            pass
         for path in self.paths.values():
             _remove(path)
 
@@ -226,16 +230,27 @@ class _DiskWriter:
         """The slab written, or None if the writer gave up or wrote no row."""
         if self.failed:
             return None
-        self._close()
+        try:
+            self._close()               # flushes the last buffered writes
+        except OSError as exc:          # a full scratch disk: no slab this time
+            self.error = exc
+            self.abandon()
+            return None
         if self.n_rows == 0:
             self.abandon()
             return None
         return DiskRows(self.paths, self.dtypes, self.unit, np.array(self.bounds, np.int64))
 
     def _close(self):
+        error = None
         for f in self._files.values():
             if not f.closed:
-                f.close()
+                try:
+                    f.close()
+                except OSError as exc:  # every file closed, the first error raised
+                    error = error or exc
+        if error is not None:
+            raise error
 
 
 class DiskRows:
@@ -360,6 +375,7 @@ class ResidentRows:
         self.disk: DiskRows | None = None
         self.collect_to: str | None = None        # what the next sweep collects into
         self.disk_off = False                     # a disk slab could not be written
+        self.disk_need = 0                        # bytes of the disk slab planned
         self.disk_bytes_read = 0
         self.ram_kept = 0                         # rows kept inside the RAM slab
         self.ram_version = 0                      # counts the RAM slabs installed
@@ -404,10 +420,12 @@ class ResidentRows:
         if rows == 0:
             return
         # the files also hold a row id, a length and a label per row
-        if nbytes + rows * (8 + 4 + 4) > self._disk_limit():
+        need = nbytes + rows * (8 + 4 + 4)
+        if need > self._disk_limit():
             return
         if self.disk is None or 2 * rows <= self.disk.n_rows:
             self.collect_to = "disk"
+            self.disk_need = need
 
     def plan_full_pass(self) -> None:
         """Before a read-only pass over the whole store (an exact check): leave the slabs;
@@ -416,6 +434,8 @@ class ResidentRows:
         self.plan()
         if self.collect_to is None and self.disk is not None:
             self.collect_to = "disk"
+            rows, nbytes = self.kept()
+            self.disk_need = nbytes + rows * (8 + 4 + 4)
         self.drop_disk()
 
     # -- collecting --------------------------------------------------------------------
@@ -426,6 +446,12 @@ class ResidentRows:
                                  self.extra_row_bytes, self.unit)
         if self.collect_to == "disk":
             store = self.sched.store
+            directory = self.sched.scratch_directory
+            free = free_bytes(directory)
+            if self.disk_need > free:       # refused before a byte is written
+                self._disk_failed(no_room(directory, "the disk slab of resident rows",
+                                          self.disk_need, free))
+                return None
             try:
                 return _DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
                                                 "data": store.dtype, "y": None},
@@ -609,12 +635,14 @@ class ResidentRows:
         np.cumsum(lens, out=offs[1:])
         order = np.argsort(rows, kind="stable")            # slab positions by global row
         srt = rows[order]
+        for p in writer.parts:          # every file at its final size, its blocks reserved
+            self.sched.reserve_scratch(writer.paths[p], int(
+                offs[-1] if p in ("indices", "data") else n) * writer.dtypes[p].itemsize,
+                f"the disk slab of resident rows ({p})")
         files = {p: open(path, "r+b") for p, path in writer.paths.items()}
         try:
-            for p in writer.parts:                         # every file at its final size
-                files[p].truncate(int(offs[-1] if p in ("indices", "data") else n) *
-                                  writer.dtypes[p].itemsize)
             for blk in self.sched.read_blocks(range(self.sched.n_blocks)):
+                self.sched.poll_interrupt()
                 lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
                 if lo == hi:
                     continue
@@ -655,6 +683,7 @@ def rows_from_store(sched, ids: np.ndarray, unit: bool):
     srt = ids[order]
     ys, Xs, pos = [], [], []
     for blk in sched.read_blocks(range(sched.n_blocks)):
+        sched.poll_interrupt()
         lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
         if lo == hi:
             continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import numbers
 import os
 import time
@@ -104,6 +105,11 @@ class PassScheduler:
         ``"tcp://host:8786"``; ``_dask.py``): its workers read the store themselves and
         keep the per-row state of the blocks they own; ``memory`` is then each worker's
         budget. Only :meth:`map_reduce` passes run there.
+    interrupt : callable, optional
+        Polled while the scheduler sets up, before the first sweep (allocating and
+        reserving per-row state, restoring a checkpoint's resident rows): when it returns
+        True, ``KeyboardInterrupt`` is raised (:meth:`poll_interrupt`). A run asked to stop
+        (SIGTERM) during a long set-up stops there, not after its first pass.
 
     Attributes
     ----------
@@ -143,7 +149,7 @@ class PassScheduler:
 
     def __init__(self, store, *, memory="1GB", prefetch: int = 8, readers: int | None = None,
                  block_rows: int | None = None, seed: int = 0, scratch_dir=None,
-                 scheduler=None):
+                 scheduler=None, interrupt=None):
         missing = [a for a in _STORE_ATTRS if not hasattr(store, a)]
         if missing:
             raise InvalidParameterError(
@@ -178,7 +184,11 @@ class PassScheduler:
                 raise
         self._keep_partial = self.KEEP_PARTIAL
         self._states: dict[str, RowState] = {}
-        self._scratch = ScratchDir(scratch_dir)
+        self._interrupt = interrupt
+        self._setting_up = True         # until the first sweep (poll_interrupt)
+        self._scratch = ScratchDir(scratch_dir, poll=self.poll_interrupt)
+        if not self.remote:
+            self._scratch.sweep()       # folders of dead runs (_scratch.py)
         self.sweep = 0
         self.reserved = 0
         self._dropped = 0             # cached bytes dropped since the heap was trimmed
@@ -414,6 +424,28 @@ class PassScheduler:
         """Path of a new empty file in the scheduler's private scratch directory (under
         ``scratch_dir``), deleted with the directory by :meth:`close` if not before."""
         return self._scratch.file(name)
+
+    def reserve_scratch(self, path: str, nbytes: int, what: str) -> None:
+        """Give the scratch file ``path`` its final size ``nbytes``, its blocks reserved.
+
+        Raises
+        ------
+        OutputNotWritableError
+            Naming the scratch directory, ``what``, the bytes needed and free.
+        """
+        self._scratch.reserve(path, nbytes, what)
+
+    @property
+    def scratch_directory(self) -> str:
+        """The scratch directory (``scratch_dir``, or the system temporary directory)."""
+        return self._scratch.directory
+
+    def poll_interrupt(self) -> None:
+        """While setting up (before the first sweep), raise ``KeyboardInterrupt`` if the
+        ``interrupt`` callable says the run was asked to stop; afterwards a no-op (a run
+        stops between iterations, where it can write a checkpoint)."""
+        if self._setting_up and self._interrupt is not None and self._interrupt():
+            raise KeyboardInterrupt("interrupted while setting up the run")
 
     def read_blocks(self, ids) -> Iterator[Block]:
         """Blocks ``ids`` in order, outside any sweep: no sweep started, no row counted as
@@ -719,6 +751,7 @@ class PassScheduler:
         return HotRows(self, states, flag, **kw)
 
     def _plan(self, order, active) -> tuple[np.ndarray, int]:
+        self._setting_up = False
         ids = sweep_order(order, self.n_blocks, self.seed, self.sweep, self.cyclic_sweeps)
         if active is not None:
             mask = np.asarray(active)
@@ -812,7 +845,14 @@ class PassScheduler:
         -------
         RowState
             In RAM if it fits the budget left by the other states (cached blocks are
-            dropped to make room), otherwise a memmap file in ``scratch_dir``.
+            dropped to make room), otherwise a memmap file in ``scratch_dir``, its blocks
+            reserved before use.
+
+        Raises
+        ------
+        OutputNotWritableError
+            A state that does not fit the budget nor the scratch directory's free space
+            (naming the directory, the bytes needed and free), before anything is allocated.
         """
         if not isinstance(name, str) or not name or name in self._states:
             raise InvalidParameterError(
@@ -828,15 +868,25 @@ class PassScheduler:
         if width is not None:
             width = _check_int("width", width, 1)
         shape = (self.n_rows,) if width is None else (self.n_rows, width)
-        nbytes = int(np.prod(shape)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize      # Python ints: no overflow
         if self.remote:
             st = RemoteRowState(name, shape, dtype, fill, self._backend)
             self._states[name] = st
             return st
+        self.poll_interrupt()
         if nbytes == 0 or self.state_bytes + nbytes <= self.data_budget:
-            st = RowState(name, shape, dtype, fill)
+            st = RowState(name, shape, dtype, fill, poll=self.poll_interrupt)
         else:
-            st = RowState(name, shape, dtype, fill, path=self._scratch.file(name))
+            # the file's blocks reserved before it is mapped, or the state refused with the
+            # numbers, before a byte is written (_state.py)
+            row = dtype.itemsize * (width or 1)
+            path = self._scratch.new_file(name, nbytes, f"per-row state {name!r} "
+                                          f"({self.n_rows:,} rows of {row} B)")
+            try:
+                st = RowState(name, shape, dtype, fill, path=path, poll=self.poll_interrupt)
+            except BaseException:
+                self._scratch.discard(path)
+                raise
             logger.info("state %r (%.1f MB) does not fit the memory budget (%.1f MB, %.1f MB "
                         "used by states): spilled to %s", name, nbytes / 1e6, self.memory / 1e6,
                         self.state_bytes / 1e6, st.path)

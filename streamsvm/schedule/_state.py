@@ -15,11 +15,21 @@ set, though: a solver that sweeps a state much larger than the budget (``ww``'s 
 :meth:`RowState.drop_pages` once a block is done, so one block's pages stay resident. A
 compressed chunk store would have to decode and re-encode every block's state on every
 pass, and hand out copies instead of views.
+
+A spilled state's file gets all its blocks reserved before it is mapped
+(``posix_fallocate``, :meth:`ScratchDir.new_file`): a write into a mapping of a sparse file
+on a full disk is a SIGBUS that kills the process. A state that does not fit the scratch
+directory is refused before anything is allocated, naming the directory, the bytes needed
+and free. Nothing is written by hand: a state of zeros is the reserved file as it is; other
+initial values are written slice by slice, each slice's pages dropped from the process once
+written (:meth:`RowState.fill`), with the scheduler's poll between slices so that a run
+interrupted while setting up stops at once.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import mmap
 import os
 import shutil
@@ -28,6 +38,7 @@ import weakref
 
 import numpy as np
 
+from .._scratch import OWNER, format_bytes, private_dir, reserve_file, sweep_once
 from ..exceptions import InvalidParameterError
 
 __all__ = ["RowState", "ScratchDir"]
@@ -38,27 +49,78 @@ logger = logging.getLogger(__name__)
 class ScratchDir:
     """A private temporary directory for spilled states, created on first use.
 
+    It holds an owner file, so a later run removes it if this process dies without
+    cleaning up (``streamsvm._scratch``), and its files are reserved before use
+    (:meth:`new_file`).
+
     Parameters
     ----------
     parent : str or os.PathLike or None
         Where to create it (created if missing); None: ``tempfile.gettempdir()``.
+    poll : callable, optional
+        Called between steps of long reservations (may raise to interrupt them).
     """
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, poll=None):
         self.parent = None if parent is None else os.fspath(parent)
         self.path: str | None = None
+        self.poll = poll
         self._finalizer = None
+        self._sparse: dict[str, int] = {}      # files the file system could not reserve
+
+    @property
+    def directory(self) -> str:
+        """The scratch directory asked for (the parent of the private one), for messages."""
+        return self.parent if self.parent is not None else tempfile.gettempdir()
+
+    def sweep(self) -> None:
+        """Remove the private folders that dead processes left in the parent directory
+        (once per process and directory)."""
+        sweep_once(self.directory)
 
     def file(self, name: str) -> str:
-        """Path of a new file for state ``name``."""
+        """Path of a new empty file for state ``name``."""
         if self.path is None:
-            if self.parent is not None:
-                os.makedirs(self.parent, exist_ok=True)
-            self.path = tempfile.mkdtemp(prefix="streamsvm-state-", dir=self.parent)
+            self.path = private_dir("streamsvm-state-", self.parent)
             self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
         fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".dat", dir=self.path)
         os.close(fd)
         return path
+
+    def new_file(self, name: str, nbytes: int, what: str) -> str:
+        """Path of a new file of ``nbytes`` bytes for ``what``, its blocks reserved (or,
+        where the file system cannot reserve, checked against the free space).
+
+        Raises
+        ------
+        OutputNotWritableError
+            Not enough room: nothing is left behind (the private directory is removed
+            if this was its only file).
+        """
+        path = self.file(name)
+        try:
+            self.reserve(path, nbytes, what)
+        except BaseException:
+            self.discard(path)
+            raise
+        return path
+
+    def reserve(self, path: str, nbytes: int, what: str) -> None:
+        """Reserve ``nbytes`` for the existing file ``path`` (:func:`reserve_file`)."""
+        pending = sum(n for p, n in self._sparse.items() if p != path and os.path.exists(p))
+        if not reserve_file(path, nbytes, directory=self.directory, what=what,
+                            pending=pending, poll=self.poll):
+            self._sparse[path] = int(nbytes)
+
+    def discard(self, path: str) -> None:
+        """Delete the file ``path``; the private directory too once nothing else is in it."""
+        self._sparse.pop(path, None)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        if self.path is not None and os.listdir(self.path) == [OWNER]:
+            self.remove()
 
     def remove(self) -> None:
         """Delete the directory and every file in it."""
@@ -66,6 +128,7 @@ class ScratchDir:
             self._finalizer()
         self.path = None
         self._finalizer = None
+        self._sparse.clear()
 
 
 class RowState:
@@ -84,19 +147,29 @@ class RowState:
         The memmap file when spilled.
     """
 
-    def __init__(self, name: str, shape: tuple, dtype, fill=0, *, path: str | None = None):
+    def __init__(self, name: str, shape: tuple, dtype, fill=0, *, path: str | None = None,
+                 poll=None):
         self.name = name
         self.dtype = np.dtype(dtype)
         self.shape = shape
         self.width = shape[1] if len(shape) == 2 else None
         self.path = path
+        self._poll = poll
+        self._array = None
         if path is None:
-            self._array = np.full(shape, fill, dtype=self.dtype)
-        else:
-            mm = np.memmap(path, dtype=self.dtype, mode="w+", shape=shape)
+            try:     # zeros: pages the OS hands out zeroed, none written here
+                self._array = np.zeros(shape, dtype=self.dtype) if fill == 0 else \
+                    np.empty(shape, dtype=self.dtype)
+            except MemoryError:
+                raise InvalidParameterError(
+                    f"state {name!r}: this machine cannot allocate its "
+                    f"{format_bytes(self.nbytes)} in RAM; give a smaller memory budget "
+                    f"(--memory), so that it spills to the scratch directory") from None
+        else:    # the file is already at its size, its blocks reserved (ScratchDir.new_file)
+            mm = np.memmap(path, dtype=self.dtype, mode="r+", shape=shape)
             self._array = mm.view(np.ndarray)   # plain ndarray views onto the mapping
-            if fill != 0:
-                self._array[...] = fill
+        if fill != 0:
+            self.fill(fill)
 
     @property
     def spilled(self) -> bool:
@@ -104,7 +177,7 @@ class RowState:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def __repr__(self) -> str:
         where = f"memmap {self.path!r}" if self.spilled else "RAM"
@@ -139,8 +212,12 @@ class RowState:
         return self._data()[start:stop]
 
     def fill(self, value) -> None:
-        """Set every row to ``value``."""
-        self._data()[...] = value
+        """Set every row to ``value`` (a spilled state slice by slice, each slice's pages
+        dropped once written: :meth:`drop_pages`)."""
+        data = self._data()
+        for lo, hi in self._slices():
+            data[lo:hi] = value
+            self._drop_rows(lo, hi)
 
     def to_array(self) -> np.ndarray:
         """A copy of the whole state, shape ``self.shape`` (for checkpoints)."""
@@ -148,7 +225,23 @@ class RowState:
 
     def load_array(self, array) -> None:
         """Overwrite the whole state from ``array`` of shape ``self.shape`` (from a checkpoint)."""
-        np.copyto(self._data(), self._checked(array), casting="same_kind")
+        array, data = self._checked(array), self._data()
+        for lo, hi in self._slices():
+            np.copyto(data[lo:hi], array[lo:hi], casting="same_kind")
+            self._drop_rows(lo, hi)
+
+    FILL_BYTES = 64 << 20
+    """Bytes per slice when a whole state is written (:meth:`fill`, :meth:`load_array`)."""
+
+    def _slices(self):
+        """Row ranges of about :attr:`FILL_BYTES` bytes covering the state, the scheduler's
+        poll (set-up interruption) called before each."""
+        n = self.shape[0]
+        step = max(1, self.FILL_BYTES // (self.dtype.itemsize * (self.width or 1)))
+        for lo in range(0, n, step):
+            if self._poll is not None:
+                self._poll()
+            yield lo, min(n, lo + step)
 
     def _checked(self, array) -> np.ndarray:
         """``array`` as an ndarray of this state's shape and a castable dtype."""
@@ -166,14 +259,20 @@ class RowState:
         process's resident memory. A solver that sweeps a large spilled state block by block
         calls it once a block is done, so the peak RSS holds one block's pages, not the
         whole state's."""
+        self._drop_rows(int(block.row_start), int(block.row_start) + int(block.n_rows))
+
+    def _drop_rows(self, start: int, stop: int) -> None:
+        """:meth:`drop_pages` of rows ``[start, stop)``."""
         base = None if self._array is None else self._array.base
         if not isinstance(base, np.memmap) or getattr(base, "_mmap", None) is None or \
                 not hasattr(mmap, "MADV_DONTNEED"):
             return
         row = self.dtype.itemsize * (self.width or 1)
         page = mmap.PAGESIZE
-        lo = int(block.row_start) * row // page * page        # whole pages inside the rows
-        hi = (int(block.row_start) + int(block.n_rows)) * row // page * page
+        lo = start * row // page * page        # whole pages inside the rows
+        hi = stop * row // page * page
+        if stop >= self.shape[0]:              # the last rows: to the mapping's end
+            hi = len(base._mmap)
         if hi > lo:
             base._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from streamsvm.exceptions import ConvergenceWarning
+from streamsvm.exceptions import ConvergenceWarning, OutputNotWritableError
 from streamsvm.io import InMemoryStore
 from streamsvm.schedule import PassScheduler
 from streamsvm.solvers._driver import run
@@ -106,3 +107,53 @@ def test_full_scratch_disk_is_a_warning_not_a_failure(a9a_part, monkeypatch, cap
     assert "cannot write the disk slab" in caplog.text
     assert "disk" not in _kinds(res)
     assert not [f for f in files if f.startswith("resident-")]
+
+
+def test_a_slab_that_cannot_fit_the_scratch_disk_is_not_begun(a9a_part, monkeypatch, caplog):
+    """The free space is checked before collecting: no file is written, the warning names
+    the scratch directory and the bytes needed and free."""
+    from streamsvm.schedule import _resident
+    X, y = a9a_part
+    monkeypatch.setattr(_resident, "free_bytes", lambda path: 1000)
+    opened = []
+    monkeypatch.setattr(_resident._DiskWriter, "__init__",
+                        lambda self, *a, **k: opened.append(1))
+    with caplog.at_level("WARNING"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res, files = _solve(X, y, max_passes=60)
+    assert not opened and "disk" not in _kinds(res)
+    assert re.search(r"cannot write the disk slab to the scratch directory \(scratch "
+                     r"directory '.+': [\d.]+ [kM]B needed for the disk slab of resident "
+                     r"rows, 1 kB free;", caplog.text)
+
+
+def test_a_full_disk_when_the_slab_is_closed_is_a_warning(a9a_part, monkeypatch, caplog):
+    """The last buffered writes reach the disk when the files are closed: a full disk
+    there drops the slab as a failed write does."""
+    from streamsvm.schedule import _resident
+    X, y = a9a_part
+    real = _resident._DiskWriter._close
+
+    def full(self):
+        real(self)
+        if not self.failed:
+            raise OSError(28, "No space left on device")
+    monkeypatch.setattr(_resident._DiskWriter, "_close", full)
+    with caplog.at_level("WARNING"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res, files = _solve(X, y, max_passes=60)
+    assert "cannot write the disk slab" in caplog.text and "disk" not in _kinds(res)
+    assert not [f for f in files if f.startswith("resident-")]
+
+
+def test_resume_without_room_for_the_slab_is_refused_with_the_numbers(a9a_part, monkeypatch):
+    import streamsvm._scratch as scratch
+    X, y = a9a_part
+    snaps = []
+    _solve(X, y, snapshots=snaps)
+    arrays, meta = next(s for s in snaps if s[1]["solver_meta"]["rows"]["where"] == "disk")
+    monkeypatch.setattr(scratch, "free_bytes", lambda path: 1000)
+    with pytest.raises(OutputNotWritableError, match=r"scratch directory '.+': [\d.]+ kB "
+                                                     r"needed for the disk slab of resident "
+                                                     r"rows \(\w+\), 1 kB free"):
+        _solve(X, y, state=(arrays, meta))
