@@ -130,7 +130,10 @@ def _probe_local(directory: str) -> None:
     if not os.path.isdir(directory):
         os.mkdir(directory)
     probe = os.path.join(directory, f".streamsvm-probe-{uuid.uuid4().hex[:8]}")
-    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:          # name the directory, not the probe's made-up name
+        raise type(exc)(exc.errno, exc.strerror, directory) from None
     try:
         os.write(fd, b"streamsvm write probe\n")
     finally:
