@@ -108,7 +108,7 @@ CASES = [
 
 @pytest.mark.parametrize("argv, says", CASES,
                          ids=lambda v: "-".join(v[:1] + [os.path.basename(a) for a in v[1:]])
-                         if isinstance(v, list) else None)
+                         if isinstance(v, list) else "")
 def test_bad_paths_give_one_line_and_exit_2(argv, says, d, tmp_path, capsys):
     argv = [a.format(d=d, t=tmp_path) for a in argv]
     says = says.format(d=d, t=tmp_path)
