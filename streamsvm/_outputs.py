@@ -20,10 +20,10 @@ import errno
 import os
 import uuid
 
-from .exceptions import OutputNotWritableError
+from .exceptions import InvalidParameterError, OutputNotWritableError
 from .io import STDOUT, access_error, is_local, join_url, output_target, url_to_fs
 
-__all__ = ["check_writable_file", "check_writable_dir"]
+__all__ = ["check_writable_file", "check_writable_dir", "check_not_an_input"]
 
 
 def check_writable_file(url, *, what: str, storage_options=None) -> None:
@@ -73,6 +73,28 @@ def check_writable_file(url, *, what: str, storage_options=None) -> None:
     except OSError as exc:
         raise OutputNotWritableError(f"cannot write the {what} {url!r}: "
                                      f"{_reason(exc)}") from exc
+
+
+def check_not_an_input(url, inputs, *, what: str) -> None:
+    """Refuse an output file that is one of ``inputs`` (the same local file, whatever the
+    names): it would be replaced by what is computed from it.
+
+    Raises
+    ------
+    InvalidParameterError
+    """
+    url = os.fspath(url)
+    if url == STDOUT or not is_local(url):
+        return
+    for inp in inputs:
+        inp = os.fspath(inp)
+        try:
+            same = is_local(inp) and os.path.samefile(output_target(url)[1], inp)
+        except (OSError, TypeError):        # either missing: not the same file
+            same = False
+        if same:
+            raise InvalidParameterError(f"{what} {url!r} is the input {inp!r}: it would be "
+                                        f"replaced; choose another output")
 
 
 def _check_remote_file(url: str, what: str, storage_options) -> None:

@@ -473,11 +473,13 @@ def _load_model(path: str, so: dict):
 
 def _cmd_predict(args) -> int:
     from ._evaluate import predict_to_file
-    from ._outputs import check_writable_file
+    from ._outputs import check_not_an_input, check_writable_file
     from .io import STDOUT
     so = _storage_options(args.storage_option)
     # the output first: nothing is read when the predictions could not be written
-    check_writable_file(args.output, what="prediction output (-o)", storage_options=so)
+    what = "prediction output (-o)"
+    check_not_an_input(args.output, (args.model, args.data), what=what)
+    check_writable_file(args.output, what=what, storage_options=so)
     n = predict_to_file(_load_model(args.model, so), args.data, args.output,
                         storage_options=so, zero_based=args.zero_based, scores=args.scores)
     where = "standard output" if args.output == STDOUT else args.output

@@ -2,7 +2,8 @@
 input, an input that is a directory, an output that is a directory, whose directory is
 missing or not writable, a model that is a directory, a store that is a file. Each gives
 one line naming the path and exit status 2, never a traceback; no directory is created
-for a mistyped output path, and outputs are checked before anything is read."""
+for a mistyped output path, outputs are checked before anything is read, and an output
+that is an input is refused."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def d(tmp_path_factory):
     (d / "full").mkdir()
     (d / "full" / "x").write_text("x")
     (d / "afile").write_text("")
+    (d / "t-link.svm").symlink_to(d / "t.svm")
     (d / "ro").mkdir()
     (d / "ro").chmod(0o500)
     yield d
@@ -89,6 +91,11 @@ CASES = [
      "does not exist"),
     (["predict", "{t}/missing.json", "{t}/missing.svm", "-o", "{t}/missing/p.txt"],
      "prediction output (-o)"),                           # the output is checked first
+    (["predict", "{d}/m.json", "{d}/t.svm", "-o", "{d}/t.svm"],
+     "prediction output (-o) '{d}/t.svm' is the input '{d}/t.svm': it would be replaced"),
+    (["predict", "{d}/m.json", "{d}/t.svm", "-o", "{d}/t-link.svm"],      # the same file
+     "prediction output (-o) '{d}/t-link.svm' is the input '{d}/t.svm'"),
+    (["predict", "{d}/m.json", "{d}/t.svm", "-o", "{d}/m.json"], "is the input '{d}/m.json'"),
     pytest.param(["predict", "{d}/m.json", "{d}/t.svm", "-o", "{d}/ro/p.txt"],
                  "Permission denied", marks=as_user),
     (["evaluate", "{t}/missing.json", "{d}/s.zarr"], "model file '{t}/missing.json' does not "

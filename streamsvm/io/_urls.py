@@ -157,7 +157,7 @@ def open_output(path, storage_options=None, *, make_dirs: bool = False):
         where.buffer.flush()
         return
     if kind == "in_place":
-        with open(os.open(where, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC), "wb") as f:
+        with open(os.open(where, os.O_WRONLY | os.O_TRUNC), "wb") as f:
             yield f
         return
     yield from _atomic_output(path, where, make_dirs)
@@ -180,7 +180,7 @@ def _atomic_output(path: str, target: str, make_dirs: bool):
         mode = None                                     # new: 0666 & ~umask (os.open)
     tmp = os.path.join(os.path.dirname(target),
                        f".{os.path.basename(target)}.{uuid.uuid4().hex[:8]}.partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with open(fd, "wb") as f:
             if mode is not None:
