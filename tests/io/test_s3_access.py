@@ -25,19 +25,27 @@ def local(tmp_path_factory):
     return d
 
 
+@pytest.fixture(autouse=True)
+def fresh_filesystems():
+    """No S3 filesystem of another test: cached ones would keep their credentials, and
+    one collected during a test logs "Unclosed client session" into its stderr."""
+    import gc
+    s3fs = pytest.importorskip("s3fs")
+    s3fs.S3FileSystem.clear_instance_cache()
+    gc.collect()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 @pytest.fixture
 def no_credentials(monkeypatch):
     """An environment where botocore finds no credentials at all."""
-    import s3fs
     for name in list(os.environ):
         if name.startswith("AWS_") and name != "AWS_CA_BUNDLE":
             monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    s3fs.S3FileSystem.clear_instance_cache()
-    yield
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.fixture(scope="module")
