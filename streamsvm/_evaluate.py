@@ -220,40 +220,27 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
                     zero_based="no", scores: bool = False) -> int:
     """Write one predicted label (or decision values) per row; returns the row count.
 
-    Streams to a temporary file next to the output (local) or in the temp dir (remote),
-    then renames or uploads it, so a half-written prediction file never appears. Labels in
-    ``data`` are not checked; features beyond the model's weigh 0, with one warning.
+    The output is written through :func:`streamsvm.io.open_output`: ``-`` is standard
+    output, a device or FIFO is written in place, a file (or the target of a symbolic link)
+    appears whole or not at all: streamed to a temporary file next to it (local) or in the
+    temp dir (remote), then renamed or uploaded. Labels in ``data`` are not checked;
+    features beyond the model's weigh 0, with one warning.
     """
-    import tempfile
-    from .io import is_local, url_to_fs
-    out_path = os.fspath(out_path)
-    local = is_local(out_path)
-    parent = os.path.dirname(os.path.abspath(out_path)) if local else None
-    fd, tmp = tempfile.mkstemp(prefix=".predict-", suffix=".partial", dir=parent)
+    from .io import open_output
     n = 0
     unseen = UnseenFeatures(model.n_features)
-    try:
-        with os.fdopen(fd, "w") as f:
-            for indptr, indices, values, _ in iter_labelled_blocks(
-                    data, storage_options=storage_options, zero_based=zero_based,
-                    unseen=unseen):
-                s = _scores(model, indptr, indices, values)
-                if model.task == "binary":
-                    s = s[:, 0]
-                if scores:
-                    f.writelines(" ".join(f"{v:.17g}" for v in np.atleast_1d(r)) + "\n"
-                                 for r in s)
-                else:
-                    f.writelines(_fmt(v) + "\n" for v in model.classes[model.predict_encoded(s)])
-                n += len(s)
-        if local:
-            os.replace(tmp, out_path)
-        else:
-            fs, p = url_to_fs(out_path, storage_options)
-            fs.put_file(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with open_output(os.fspath(out_path), storage_options) as f:
+        for indptr, indices, values, _ in iter_labelled_blocks(
+                data, storage_options=storage_options, zero_based=zero_based, unseen=unseen):
+            s = _scores(model, indptr, indices, values)
+            if model.task == "binary":
+                s = s[:, 0]
+            if scores:
+                lines = (" ".join(f"{v:.17g}" for v in np.atleast_1d(r)) for r in s)
+            else:
+                lines = (_fmt(v) for v in model.classes[model.predict_encoded(s)])
+            f.write("".join(line + "\n" for line in lines).encode())
+            n += len(s)
     unseen.warn()
     return n
 

@@ -144,7 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument("model", help="model file from 'streamsvm train'")
         e.add_argument("data", help="store or libsvm file")
         if name == "predict":
-            e.add_argument("-o", "--output", required=True, help="output text file")
+            e.add_argument("-o", "--output", required=True,
+                           help="output text file ('-': standard output); a symbolic link, "
+                                "device or FIFO is written through, a file replaced whole "
+                                "(its directory must exist)")
             e.add_argument("--scores", action="store_true",
                            help="write decision values instead of labels")
         else:
@@ -158,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "stores in a work directory, train a linear SVM and "
                                    "evaluate it on the test split.")
     q.add_argument("--workdir", default="streamsvm-quickstart",
-                   help="directory for the stores (default ./streamsvm-quickstart)")
+                   help="directory for the stores, created if missing (its parent must "
+                        "exist; default ./streamsvm-quickstart)")
     for p in sub.choices.values():
         _add_global_options(p, "verbose_after")
     return parser
@@ -178,7 +182,9 @@ def _add_train(sub) -> None:
                            textwrap.fill(SOLVERS[n].summary, 88, initial_indent=f"  {n:9s}",
                                          subsequent_indent=" " * 11) for n in sorted(SOLVERS)))
     t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
-    t.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
+    t.add_argument("-o", "--output", required=True,
+                   help="model file to write (JSON; '-': standard output, the summary then "
+                        "goes to standard error); its directory must exist")
     t.add_argument("--solver", default="dcd", choices=sorted(SOLVERS),
                    help="the method (default dcd)")
     run = t.add_argument_group("run options")
@@ -295,10 +301,11 @@ def _cmd_verify(args) -> int:
 
 def _cmd_quickstart(args) -> int:
     import pathlib
+    from ._outputs import check_writable_dir
     from .data import sample_path
     from .io import convert
     work = pathlib.Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
+    check_writable_dir(work, what="work directory (--workdir)")
     train, test = sample_path("a9a"), sample_path("a9a.t")
     print(f"[1/3] convert the bundled a9a sample ({train.name}, {test.name}) into {work}/")
     tr = convert([str(train)], str(work / "a9a.zarr"), chunk_rows=4096, overwrite=True,
@@ -418,6 +425,8 @@ def _cmd_train(args) -> int:
                 m.to_liblinear(out, storage_options=so)
             else:
                 m.save(out, storage_options=so)
+    except BrokenPipeError:
+        raise                   # -o - | head: main() stops quietly
     except OSError as exc:
         from ._outputs import _reason
         from .exceptions import OutputNotWritableError
@@ -431,31 +440,57 @@ def _cmd_train(args) -> int:
                "converged": result.converged, "seconds": seconds,
                "model": args.output if len(outputs) == 1 else list(outputs.values()),
                "history": result.history}
+    from .io import STDOUT
+    # -o -: standard output carries the model, the summary goes to standard error
+    said = sys.stderr if STDOUT in outputs.values() else sys.stdout
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summary), file=said)
     elif not args.quiet:
-        print(f"wrote {', '.join(outputs.values())}: {result.n_iter} iterations, {result.passes:.2f} passes, "
+        names = ("standard output" if o == STDOUT else o for o in outputs.values())
+        print(f"wrote {', '.join(names)}: {result.n_iter} iterations, {result.passes:.2f} passes, "
               f"primal {result.primal:.6f}, dual {result.dual:.6f}, relative gap "
               f"{result.stop_value:.2e}, {'converged' if result.converged else 'NOT converged'}, "
-              f"{seconds:.2f}s")
+              f"{seconds:.2f}s", file=said)
     return 0
+
+
+def _load_model(path: str, so: dict):
+    """The model at ``path``; a path that cannot be read (a directory, no permission, no
+    credentials) is an error naming it."""
+    from ._outputs import _reason
+    from .exceptions import StoreNotFoundError
+    from .io import remote_errors
+    from .model import load_model
+    try:
+        with remote_errors(path):
+            return load_model(path, storage_options=so)
+    except StreamSVMError:
+        raise
+    except OSError as exc:
+        raise StoreNotFoundError(f"cannot read the model file {path!r}: {_reason(exc)}") \
+            from exc
 
 
 def _cmd_predict(args) -> int:
     from ._evaluate import predict_to_file
-    from .model import load_model
+    from ._outputs import check_not_an_input, check_writable_file
+    from .io import STDOUT
     so = _storage_options(args.storage_option)
-    n = predict_to_file(load_model(args.model, storage_options=so), args.data, args.output,
+    # the output first: nothing is read when the predictions could not be written
+    what = "prediction output (-o)"
+    check_not_an_input(args.output, (args.model, args.data), what=what)
+    check_writable_file(args.output, what=what, storage_options=so)
+    n = predict_to_file(_load_model(args.model, so), args.data, args.output,
                         storage_options=so, zero_based=args.zero_based, scores=args.scores)
-    print(f"wrote {n:,} predictions to {args.output}", file=sys.stderr)
+    where = "standard output" if args.output == STDOUT else args.output
+    print(f"wrote {n:,} predictions to {where}", file=sys.stderr)
     return 0
 
 
 def _cmd_evaluate(args) -> int:
     from ._evaluate import evaluate
-    from .model import load_model
     so = _storage_options(args.storage_option)
-    res = evaluate(load_model(args.model, storage_options=so), args.data, storage_options=so,
+    res = evaluate(_load_model(args.model, so), args.data, storage_options=so,
                    zero_based=args.zero_based)
     if args.json:
         print(json.dumps(res))
@@ -505,8 +540,26 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13         # like a process killed by SIGPIPE (streamsvm info s | head)
+    except Exception as exc:    # last resort: a file or remote error no command named
+        why = _environment_error(exc)
+        if why is None:
+            raise
+        logging.getLogger(__name__).debug("%s", why, exc_info=exc)     # -vv: the traceback
+        print(f"streamsvm {args.command}: error: {why}", file=sys.stderr)
+        return 2
     finally:
         term()
+
+
+def _environment_error(exc: Exception) -> str | None:
+    """One line for an ``OSError`` (``strerror: 'path'``) or an error of remote access
+    (:func:`streamsvm.io.access_error`); None for anything else (a bug: its traceback)."""
+    from ._outputs import _reason
+    from .io import access_error
+    why = access_error(exc)
+    if why is None and isinstance(exc, OSError):
+        why = _reason(exc)
+    return why
 
 
 def _sigterm_interrupts():

@@ -20,6 +20,7 @@ __all__ = [
     "CheckpointError",
     "DataMismatchError",
     "OutputNotWritableError",
+    "RemoteAccessError",
     "NotFittedError",
     "WorkerLostError",
     "ConvergenceWarning",
@@ -104,6 +105,12 @@ class DataMismatchError(StreamSVMError, ValueError):
 
 class OutputNotWritableError(StreamSVMError, OSError):
     """An output location (model file, checkpoint or scratch directory) cannot be written."""
+
+
+class RemoteAccessError(StreamSVMError, OSError):
+    """A remote location (an S3 URL, ...) could not be reached, read or written: no
+    credentials, credentials refused, no endpoint listening. The message names the URL and
+    what to check."""
 
 
 class WorkerLostError(StreamSVMError, RuntimeError):

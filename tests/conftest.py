@@ -35,9 +35,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def moto_server():
-    """A real ``moto_server`` process on a free local port; yields its endpoint URL."""
+def run_moto_server(**env):
+    """Start a real ``moto_server`` process on a free local port (``env``: its settings,
+    e.g. ``INITIAL_NO_AUTH_ACTION_COUNT="0"`` to check credentials); yields its endpoint
+    URL and stops it."""
     import os
     import subprocess
     import sys
@@ -46,7 +47,7 @@ def moto_server():
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
     port = _free_port()
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", **env)
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                              str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=env)
@@ -66,6 +67,12 @@ def moto_server():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """A real ``moto_server`` process on a free local port; yields its endpoint URL."""
+    yield from run_moto_server()
 
 
 @pytest.fixture

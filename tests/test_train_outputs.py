@@ -73,7 +73,7 @@ def test_probe_failure_names_the_os_reason(dna_store, tmp_path, capsys, monkeypa
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
         return real_open(path, *a, **k)
     monkeypatch.setattr(os, "open", deny_probe)
-    out = tmp_path / "sub" / "m.json"
+    out = tmp_path / "m.json"
     assert main(["train", str(dna_store), "-o", str(out), "-q"]) == 2
     err = capsys.readouterr().err
     assert f"cannot write the model output (-o) '{out}': Permission denied" in err

@@ -120,7 +120,8 @@ def write_derived(store, name: str, value, array=None) -> bool:
         if array is not None:
             import numpy as np
             raw = np.ascontiguousarray(array, dtype="<f8").tobytes()
-            write_atomic(_array_url(store, name), raw, store.storage_options)
+            write_atomic(_array_url(store, name), raw, store.storage_options,
+                         make_dirs=True)
             value = dict(value, array={"shape": list(np.shape(array)),
                                        "crc": f"crc32c:{crc32c(raw):08x}"})
         fs, key = _zarr_json(store)

@@ -15,8 +15,8 @@ import queue
 import threading
 import zlib
 
-from ..exceptions import FormatError, StoreNotFoundError
-from ._urls import url_to_fs
+from ..exceptions import FormatError, RemoteAccessError, StoreNotFoundError
+from ._urls import remote_errors, url_to_fs
 
 __all__ = ["TextBlock", "InputFile", "describe_inputs", "iter_blocks", "BLOCK_BYTES"]
 
@@ -56,9 +56,12 @@ def describe_inputs(urls, storage_options=None) -> list[InputFile]:
     for url in _expand(urls, storage_options):
         try:
             fs, path = url_to_fs(url, storage_options)
-            info = fs.info(path)
+            with remote_errors(url):        # no credentials, no endpoint: say so
+                info = fs.info(path)
         except FileNotFoundError as exc:
             raise StoreNotFoundError(f"input file {url!r} does not exist") from exc
+        except RemoteAccessError:
+            raise
         except (OSError, ValueError) as exc:
             raise StoreNotFoundError(f"cannot open input {url!r}: {exc}") from exc
         if info.get("type") == "directory":

@@ -26,7 +26,7 @@ import numpy as np
 from ..exceptions import IncompleteStoreError, StoreCorruptError, StoreError, StoreNotFoundError
 from ._direct import DirectArray
 from ._integrity import check_attrs
-from ._urls import join_url, url_to_fs
+from ._urls import join_url, names_remote_errors, url_to_fs
 
 __all__ = ["Chunk", "Store", "StoreMeta", "open_store", "FORMAT_VERSION", "ATTRS_KEY"]
 
@@ -336,6 +336,7 @@ def _zarr_store(url: str, storage_options: dict | None, mode: str):
                                              read_only=(mode == "r"))
 
 
+@names_remote_errors          # the first touch of a store: no credentials, no endpoint
 def read_meta(url: str, storage_options: dict | None = None) -> dict | None:
     """The ``streamsvm`` attributes of the group at ``url``, or None if there is none."""
     fs, path = url_to_fs(url, storage_options)

@@ -19,12 +19,12 @@ import uuid
 
 import numpy as np
 
-from ..exceptions import (FormatError, InvalidParameterError, StoreExistsError,
-                          StoreWriteError, StreamSVMError)
+from ..exceptions import (FormatError, InvalidParameterError, OutputNotWritableError,
+                          StoreExistsError, StoreWriteError, StreamSVMError)
 from ._integrity import crc32c, seal
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
-from ._urls import is_local, join_url, url_to_fs
+from ._urls import is_local, join_url, missing_parent, url_to_fs
 
 __all__ = ["StoreWriter", "write_store", "prepare_output", "write_errors",
            "clean_failed_output"]
@@ -109,6 +109,9 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
     ``inputs``: those raise before anything is deleted.
     """
     fs, path = url_to_fs(url, storage_options)
+    if is_local(url) and missing_parent(path):      # never mkdir -p a mistyped path
+        raise OutputNotWritableError(f"cannot write the store {url!r}: directory "
+                                     f"{missing_parent(path)!r} does not exist")
     _check_not_an_input(url, inputs, storage_options)
     meta = read_meta(url, storage_options)
     if meta is not None and not meta.get("complete"):

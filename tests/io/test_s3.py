@@ -108,3 +108,28 @@ def test_nesvm_caches_its_lipschitz_constant_in_an_s3_store(s3):
     power = [h["kind"] for h in first.history].count("lipschitz")
     assert power > 0 and [h["kind"] for h in second.history].count("lipschitz") == 0
     assert ss.io.verify_store(f"{bucket}/dna.zarr", storage_options=opts)["ok"]
+
+
+def test_outputs_to_s3_equal_local_ones(s3, tmp_path):
+    """Every output option on S3 (one PUT of a whole file) holds the bytes it writes
+    locally: train -o (both formats), predict -o (labels, scores)."""
+    import s3fs
+    bucket, opts = s3
+    fs = s3fs.S3FileSystem(**opts)
+    src = tmp_path / "t.svm"
+    src.write_text("".join(f"{1 if i % 3 else -1} {1 + i % 7}:1 9:{i % 5 + 1}\n"
+                           for i in range(200)))
+    so = ["--storage-option", "key=testing", "--storage-option", "secret=testing",
+          "--storage-option", f"client_kwargs.endpoint_url={opts['client_kwargs']['endpoint_url']}"]
+    assert main(["convert", str(src), str(tmp_path / "s.zarr"), "-q"]) == 0
+    model = str(tmp_path / "m.json")
+    for name, argv in {"m.json": ["train", str(tmp_path / "s.zarr"), "-q"],
+                       "m.txt": ["train", str(tmp_path / "s.zarr"), "-q", "--format",
+                                 "liblinear"],
+                       "p.txt": ["predict", model, str(src)],
+                       "s.txt": ["predict", model, str(src), "--scores"]}.items():
+        assert main(argv + ["-o", str(tmp_path / name)]) == 0
+        assert main(argv + ["-o", f"{bucket}/out/{name}", *so]) == 0
+        assert fs.cat(f"{bucket}/out/{name}") == (tmp_path / name).read_bytes(), name
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{bucket}/out")) == \
+        ["m.json", "m.txt", "p.txt", "s.txt"]
