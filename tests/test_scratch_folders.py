@@ -52,6 +52,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _train(store, scratch, tmp_path, script=None):
+    tmp_path.mkdir(exist_ok=True)        # an output file's directory must exist
     args = ["train", str(store), "-o", str(tmp_path / "m.json"), "--memory", "3MB",
             "--max-passes", "1", "-q", "-v", "--scratch-dir", str(scratch)]
     cmd = [sys.executable, "-c", script, *args] if script else \
