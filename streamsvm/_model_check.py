@@ -79,19 +79,11 @@ def check_header(d: dict, source: str, *, complete: bool = True) -> Header | Non
     fmt = d.get("format")
     if "format" not in d:
         raise bad("format", f"missing: not a streamsvm model (expected {MODEL_FORMAT!r})")
-    if "format" in d and fmt not in FORMATS:
+    if fmt not in FORMATS:
         raise bad("format", f"{_short(fmt)} is not a streamsvm model format (expected one "
                             f"of {', '.join(map(repr, FORMATS))})")
     if complete:
-        known = set(HEADER_FIELDS + WEIGHT_FIELDS) | {"checksums"}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise bad(unknown[0], f"not a field of a streamsvm model (fields: "
-                                  f"{', '.join(HEADER_FIELDS + WEIGHT_FIELDS)}, checksums)")
-        needed = [k for k in HEADER_FIELDS + WEIGHT_FIELDS if k not in d and
-                  not (fmt == FORMATS[0] and k == "tie_break")]
-        if needed:
-            raise bad(needed[0], "missing")
+        _check_keys(d, fmt, bad)
     task = d["task"]
     if task not in ("binary", "multiclass"):
         raise bad("task", f"{_short(task)} is not a task (expected 'binary' or 'multiclass')")
@@ -99,30 +91,45 @@ def check_header(d: dict, source: str, *, complete: bool = True) -> Header | Non
     n_features = d["n_features"]
     if not _count(n_features):
         raise bad("n_features", f"{_short(n_features)} is not a number of features")
-    head = Header(fmt, task, classes, n_features, {}, None, {}, None)
-    params = d.get("params", {})
-    if not isinstance(params, dict):
-        raise bad("params", f"a JSON {type(params).__name__}, expected an object")
-    problem = d.get("problem")
-    if problem is not None:
-        _check_problem(problem, head, bad)
-    _check_params(params, head, bad, problem is None)
-    summary = d.get("summary", {})
-    if not isinstance(summary, dict):
-        raise bad("summary", f"a JSON {type(summary).__name__}, expected an object")
+    head = Header(fmt, task, classes, n_features, d.get("params", {}), d.get("problem"),
+                  d.get("summary", {}), None)
+    for name, value in (("params", head.params), ("summary", head.summary)):
+        if not isinstance(value, dict):
+            raise bad(name, f"a JSON {type(value).__name__}, expected an object")
+    if head.problem is not None:
+        _check_problem(head.problem, head, bad)
+    _check_params(head.params, head, bad, head.problem is None)
+    _check_summary(head.summary, bad)
+    return dataclasses.replace(head, tie_break=_check_ties(d.get("tie_break"), classes, bad))
+
+
+def _check_keys(d: dict, fmt: str, bad) -> None:
+    """No field unknown, none missing (``tie_break`` came with ``/2``)."""
+    fields = HEADER_FIELDS + WEIGHT_FIELDS
+    for key in sorted(set(d) - set(fields) - {"checksums"}):
+        raise bad(key, f"not a field of a streamsvm model (fields: {', '.join(fields)}, "
+                       f"checksums)")
+    for key in fields:
+        if key not in d and not (fmt == FORMATS[0] and key == "tie_break"):
+            raise bad(key, "missing")
+
+
+def _check_summary(summary: dict, bad) -> None:
+    """What the estimators read of the solver's report."""
     for key, ok, what in (("n_iter", _count, "a count"), ("passes", _number, "a number"),
                           ("converged", lambda v: isinstance(v, bool), "true or false")):
         if summary.get(key) is not None and not ok(summary[key]):
             raise bad("summary", f"{key!r} is {_short(summary[key])}, expected {what}")
-    ties = d.get("tie_break")
-    if ties is not None:
-        if not isinstance(ties, list) or not all(_number(v) for v in ties) or \
-                sorted(ties) != classes.tolist():
-            raise bad("tie_break", f"{_short(ties)} is not an order of the classes "
-                                   f"{classes.tolist()}")
-        ties = np.asarray(ties, dtype=np.float64)
-    return dataclasses.replace(head, params=params, problem=problem, summary=summary,
-                               tie_break=ties)
+
+
+def _check_ties(ties, classes: np.ndarray, bad):
+    if ties is None:
+        return None
+    if not isinstance(ties, list) or not all(_number(v) for v in ties) or \
+            sorted(ties) != classes.tolist():
+        raise bad("tie_break", f"{_short(ties)} is not an order of the classes "
+                               f"{classes.tolist()}")
+    return np.asarray(ties, dtype=np.float64)
 
 
 def _check_classes(classes, task, bad) -> np.ndarray:

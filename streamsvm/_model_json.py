@@ -151,7 +151,8 @@ def _verify(d: dict, head, crcs: dict, source: str) -> None:
     if sums is None and head.format == FORMATS[0]:
         return
     if not isinstance(sums, dict):
-        raise ModelError("missing or not an object: the file is damaged" if sums is None else
+        raise ModelError(f"missing, which every {head.format!r} file carries: the file is "
+                         f"damaged" if sums is None else
                          f"a JSON {type(sums).__name__}, expected an object",
                          file=source, field="checksums")
     want = [k for k in CHECKSUM_FIELDS if k in d]

@@ -46,7 +46,8 @@ def _solver(problem) -> str:
 
 
 def liblinear_pieces(model):
-    """The bytes of ``model`` as a LIBLINEAR text model, a few thousand rows at a time.
+    """The bytes of ``model`` as a LIBLINEAR text model, a few thousand rows at a time
+    (integer labels only: raises before the first piece).
 
     The label order and the sign of a binary ``w`` are chosen so that LIBLINEAR predicts
     what the model does, ties included (the inverse of :func:`read_liblinear`)."""
@@ -55,13 +56,19 @@ def liblinear_pieces(model):
     if not np.all(labels == np.round(labels)):
         raise InvalidParameterError("LIBLINEAR model files need integer class labels; "
                                     f"this model has {labels.tolist()}")
+    return _pieces(model, labels)
+
+
+def _pieces(model, labels):
     problem = model.problem_obj()
     bias = float(problem.bias if problem is not None else model.params.get("bias", 0.0) or 0.0)
     solver = model.params.get("solver_type") or _solver(problem)
     ties = model.tie_order()
     if model.task == "binary":          # LIBLINEAR: label[0] iff w·x > 0, ties to label[1]
         order, sign = ([1, 0], 1.0) if ties[0] == 0 else ([0, 1], -1.0)
-        W, b = sign * model.coef[:1], sign * model.intercept[:1]
+        if solver == "MCSVM_CS":        # two columns, LIBLINEAR's predict reads the first
+            sign = np.array([[sign], [-sign]])
+        W, b = sign * model.coef[:1], (sign * model.intercept[:1]).reshape(-1)
     else:
         order = ties
         W, b = model.coef[order], model.intercept[order]

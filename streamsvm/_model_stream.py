@@ -27,7 +27,7 @@ HEADER_LIMIT = 32 << 20
 """Most bytes a model file may hold besides its weights' base64 (its history included)."""
 BLOCK = 1 << 20
 _UNIT = 32          # base64 characters decoded together: 24 bytes, 3 whole float64s
-_WS = b" \t\n\r"
+_NOT_WS = re.compile(rb"[^ \t\n\r]")
 _ESC = re.compile(rb"\\(?:/|u([0-9a-fA-F]{4}))")
 
 
@@ -151,10 +151,11 @@ class DocumentReader:
     def _peek(self) -> bytes:
         """The next character after whitespace (b"" at the end of the file)."""
         while True:
-            rest = self.buf[self.pos:].lstrip(_WS)
-            self.pos = len(self.buf) - len(rest)
-            if rest:
-                return rest[:1]
+            m = _NOT_WS.search(self.buf, self.pos)
+            if m:
+                self.pos = m.start()
+                return m.group()
+            self.pos = len(self.buf)
             if not self._more():
                 return b""
 
@@ -186,11 +187,15 @@ class DocumentReader:
                 if end < len(text) or whole:        # (a number may go on in the next block)
                     break
             except json.JSONDecodeError as exc:
-                if whole or win > HEADER_LIMIT:
+                if whole:
                     at = self.base + self.pos + len(text[:exc.pos].encode())
-                    cut = whole and (exc.pos >= len(text) - 1 or "Unterminated" in exc.msg)
+                    cut = exc.pos >= len(text) - 1 or "Unterminated" in exc.msg
                     raise self._error(f"{'truncated? ' if cut else ''}not valid JSON ({exc.msg}: "
                                       f"byte {at:,})") from None
+                if win > HEADER_LIMIT:
+                    raise self._error(f"a value of more than {HEADER_LIMIT >> 20} MiB besides "
+                                      f"the weights (byte {self.base + self.pos:,}): not a "
+                                      f"model file, or damaged") from None
             if self.pos + win >= len(self.buf) and not self._more():
                 continue                            # now whole: decide
             win *= 4

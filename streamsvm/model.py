@@ -175,12 +175,9 @@ def load_model(path, *, storage_options=None) -> LinearModel:
     fs, p = url_to_fs(path, storage_options)
     try:
         info = fs.info(p)
-    except FileNotFoundError as exc:
-        raise StoreNotFoundError(f"model file {path!r} does not exist") from exc
-    if info.get("type") == "directory":
-        raise ModelError("is a directory (a store?), not a model file", file=path)
-    size = int(info.get("size") or 0)
-    try:
+        if info.get("type") == "directory":
+            raise ModelError("is a directory (a store?), not a model file", file=path)
+        size = int(info.get("size") or 0)
         with fs.open(p, "rb") as f:
             kind = _sniff(f.read(64), path)
             f.seek(0)
@@ -188,8 +185,11 @@ def load_model(path, *, storage_options=None) -> LinearModel:
                 from ._model_liblinear import read_liblinear
                 return LinearModel(**read_liblinear(f, size, path))
             return _from_json(f, size, path)
-    except (PermissionError, IsADirectoryError) as exc:
-        raise ModelError(f"cannot be read: {exc.strerror}", file=path) from exc
+    except FileNotFoundError as exc:
+        raise StoreNotFoundError(f"model file {path!r} does not exist") from exc
+    except OSError as exc:
+        raise ModelError(f"cannot be read: {getattr(exc, 'strerror', None) or exc}",
+                         file=path) from exc
 
 
 def _sniff(start: bytes, source: str) -> str:

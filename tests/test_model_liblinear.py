@@ -86,12 +86,13 @@ def test_liblinear_models_predict_like_liblinear(solver, bias, tmp_path, capsys)
         np.testing.assert_allclose(dec, want, rtol=1e-12, atol=1e-12, err_msg=name)
 
 
-def test_ties_are_liblinears(tmp_path):
+@pytest.mark.parametrize("solver", [1, 4])
+def test_ties_are_liblinears(solver, tmp_path):
     """Rows that score exactly 0 everywhere go where LIBLINEAR sends them: binary to its
     second label, multiclass to its first (not to streamsvm's first class)."""
     for labels, want in (([0, 1], 1.0), ([6, 2, 1, 5, 3, 4], 6.0), ([1, 0], 0.0)):
         (y, X), _ = _data(labels)
-        m = ll.train(y, X, "-s 1 -B -1 -q")
+        m = ll.train(y, X, f"-s {solver} -B -1 -q")
         path = str(tmp_path / "m.model")
         ll.save_model(path, m)
         p_ll, _, _ = ll.predict([], [{}], m, "-q")

@@ -44,28 +44,30 @@ def models(tmp_path_factory):
             for label, row in zip(yt, Xt):
                 f.write(f"{label:g} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row))
                         + "\n")
-        out[name] = (d / f"{name}.json", d / f"{name}.txt", _results(d / f"{name}.json",
-                                                                     d / f"{name}.txt", d))
+        res = _results(d / f"{name}.json", d / f"{name}.txt", d)
+        assert [rc for rc, _, _ in res] == [0, 0, 0], res
+        out[name] = (d / f"{name}.json", d / f"{name}.txt", res)
     return out
 
 
 def _results(model, data, tmp):
-    """``(exit status, stderr, evaluate --json, predict's file, predict --scores' file)``."""
+    """``(exit status, stderr, output)`` of ``evaluate --json``, ``predict`` and ``predict
+    --scores`` (output: what it printed or wrote; None when it wrote no file)."""
     import contextlib
     import io
-    err, outs = io.StringIO(), []
-    with contextlib.redirect_stderr(err):
-        for args in (["evaluate", str(model), str(data), "--json"],
-                     ["predict", str(model), str(data), "-o", str(tmp / "p.txt")],
-                     ["predict", str(model), str(data), "-o", str(tmp / "s.txt"), "--scores"]):
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                rc = main(args)
-            if rc != 0:
-                return rc, err.getvalue(), None, None, None
-            outs.append(out.getvalue() if args[0] == "evaluate" else
-                        (tmp / args[4]).read_text())
-    return 0, err.getvalue(), *outs
+    runs = []
+    for args in (["evaluate", str(model), str(data), "--json"],
+                 ["predict", str(model), str(data), "-o", str(tmp / "p.txt")],
+                 ["predict", str(model), str(data), "-o", str(tmp / "s.txt"), "--scores"]):
+        err, out = io.StringIO(), io.StringIO()
+        (tmp / "p.txt").unlink(missing_ok=True)
+        (tmp / "s.txt").unlink(missing_ok=True)
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            rc = main(args)
+        written = tmp / args[4] if args[0] == "predict" else None
+        runs.append((rc, err.getvalue(), out.getvalue() if written is None else
+                     written.read_text() if written.exists() else None))
+    return runs
 
 
 def _b64(a) -> str:
@@ -269,15 +271,15 @@ def test_a_tampered_model_exits_2_naming_the_field(models, name, tmp_path):
     path, data, want = models["multiclass"]
     edit, needles = EDITS[name]
     _write(path, edit, tmp_path / "m.json")
-    rc, err, *outs = _results(tmp_path / "m.json", data, tmp_path)
-    if rc == 0:               # accepted: then it must be the untampered result exactly
-        assert outs == list(want[2:]), name
-        return
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("streamsvm evaluate: error: model file "), err
-    assert str(tmp_path / "m.json") in err and any(n in err for n in needles), err
-    assert "Traceback" not in err
+    for (rc, err, out), (_, _, same), cmd in zip(_results(tmp_path / "m.json", data, tmp_path),
+                                                want, ("evaluate", "predict", "predict")):
+        if rc == 0:         # accepted: then it must be the untampered result exactly
+            assert out == same, (name, cmd)
+            continue
+        assert rc == 2 and out in ("", None), err      # nothing printed, no file written
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"streamsvm {cmd}: error: model file "), err
+        assert str(tmp_path / "m.json") in err and any(n in err for n in needles), err
 
 
 @pytest.mark.parametrize("name", list(SAME))
@@ -286,7 +288,8 @@ def test_a_rewritten_but_equivalent_model_gives_the_same_results(models, name, t
         path, data, want = models[kind]
         _write(path, SAME[name], tmp_path / "m.json")
         got = _results(tmp_path / "m.json", data, tmp_path)
-        assert got[0] == 0 and got[2:] == want[2:], (kind, name, got[1])
+        assert [(rc, out) for rc, _, out in got] == [(0, out) for _, _, out in want], \
+            (kind, name, got)
 
 
 @pytest.mark.parametrize("name, needle", [
@@ -305,8 +308,8 @@ def test_a_tampered_binary_model_exits_2(models, name, needle, tmp_path):
         d["coef"]["base64"] = _b64(np.vstack([_weights(d, "coef")] * 2))
         d["coef"]["shape"] = [2, 8]
     (tmp_path / "m.json").write_text(json.dumps(d))
-    rc, err, *_ = _results(tmp_path / "m.json", data, tmp_path)
-    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    for rc, err, _ in _results(tmp_path / "m.json", data, tmp_path):
+        assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_every_bit_flip_is_refused_or_harmless(models):
@@ -361,6 +364,21 @@ def test_the_real_cli_exits_2_without_a_traceback(models, tmp_path):
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert r.stderr == (f"streamsvm evaluate: error: model file '{bad}', field 'classes': "
                         f"[5.0, 2.0, -1.0] is not strictly increasing\n")
+
+
+def test_a_model_on_s3_in_any_key_order_and_a_prefix_given_as_the_model(models, s3):
+    """The reader seeks back over an object store too (weights before the header)."""
+    import s3fs
+    bucket, opts = s3
+    fs = s3fs.S3FileSystem(**opts)
+    path, _, _ = models["multiclass"]
+    ref = load_model(path)
+    fs.pipe(f"{bucket}/m.json", json.dumps(json.loads(path.read_text()), sort_keys=True).encode())
+    fs.pipe(f"{bucket}/store/zarr.json", b"{}")
+    m = load_model(f"{bucket}/m.json", storage_options=opts)
+    assert np.array_equal(m.coef, ref.coef) and m.summary == ref.summary
+    with pytest.raises(ModelError, match="is a directory"):
+        load_model(f"{bucket}/store", storage_options=opts)
 
 
 # -- the format ---------------------------------------------------------------------------
@@ -440,6 +458,21 @@ def test_a_file_larger_than_its_header_allows_is_refused_unread(tmp_path, monkey
     assert np.array_equal(load_model(path).coef, m.coef)
     path.write_bytes(good[:len(good) // 2])
     with pytest.raises(ModelError, match="truncated"):
+        load_model(path)
+
+
+def test_a_header_value_beyond_the_limit_is_refused(tmp_path, monkeypatch):
+    from streamsvm import _model_json, _model_stream
+    for mod in (_model_json, _model_stream):
+        monkeypatch.setattr(mod, "HEADER_LIMIT", 1 << 16)
+    import dataclasses
+    m = _model(1, 10)
+    path = tmp_path / "m.json"
+    dataclasses.replace(m, summary={"note": "x" * (1 << 20)}).save(path)
+    with pytest.raises(ModelError, match=r"a value of more than 0 MiB besides the weights"):
+        load_model(path)
+    dataclasses.replace(m, summary={"notes": ["x" * 1000] * 100}).save(path)
+    with pytest.raises(ModelError, match=r"more than 0 MiB besides its weights"):
         load_model(path)
 
 
