@@ -194,7 +194,7 @@ def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no")
             classes=model.classes, unseen=unseen):
         scores = _scores(model, indptr, indices, values)
         enc = model.predict_encoded(scores[:, 0] if model.task == "binary" else scores)
-        truth = np.searchsorted(model.classes, labels)
+        truth = model.class_indices(labels)
         hit = enc == truth
         correct += int(np.count_nonzero(hit))
         n += len(labels)

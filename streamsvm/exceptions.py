@@ -17,6 +17,7 @@ __all__ = [
     "IncompleteStoreError",
     "StoreCorruptError",
     "InvalidParameterError",
+    "ModelError",
     "CheckpointError",
     "DataMismatchError",
     "OutputNotWritableError",
@@ -89,6 +90,27 @@ class StoreCorruptError(StoreError):
 
 class InvalidParameterError(StreamSVMError, ValueError, TypeError):
     """A parameter has an invalid value or type (checked before the first pass)."""
+
+
+class ModelError(StreamSVMError, ValueError):
+    """A model file that cannot be used: not a model, truncated, failing its checksums, or a
+    field that is malformed or contradicts another. The message names the file and the
+    field (or, in a LIBLINEAR text model, the line).
+
+    Attributes
+    ----------
+    file : str
+    field : str or None
+    line : int or None
+        1-based line number (LIBLINEAR text models).
+    """
+
+    def __init__(self, message: str, *, file: str, field: str | None = None,
+                 line: int | None = None):
+        self.file, self.field, self.line = file, field, line
+        where = f"model file {file!r}" + (f", line {line}" if line is not None else "")
+        where += f", field {field!r}" if field is not None else ""
+        super().__init__(f"{where}: {message}")
 
 
 class NotFittedError(StreamSVMError, ValueError, AttributeError):

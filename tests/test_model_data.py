@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 import streamsvm as ss
 from streamsvm.cli import main
-from streamsvm.exceptions import (DataMismatchError, FormatError, InvalidParameterError,
+from streamsvm.exceptions import (DataMismatchError, InvalidParameterError, ModelError,
                                   StreamSVMError)
 from streamsvm.io import convert, write_store
 from streamsvm.model import load_model
@@ -175,22 +175,31 @@ def test_liblinear_export_reads_back_as_the_same_model(which, dna, a9a_models, c
     ("dna/dna.scale", "-s 3 -B 1"),  # one-vs-rest hinge
     ("dna/dna.scale", "-s 4 -B 1"),  # Crammer-Singer
 ])
-def test_model_written_by_liblinear_predicts_like_liblinear(data, options, tmp_path):
+def test_model_written_by_liblinear_predicts_like_liblinear(data, options, tmp_path, capsys):
     ll = pytest.importorskip("liblinear.liblinearutil")
     X, y = _load(data)
     test = shared_dataset(data + ".t")
     Xt, yt = _load(data + ".t", n_features=X.shape[1])
     path = str(tmp_path / "liblinear.model")
     ll.save_model(path, ll.train(y, X, options + " -q"))
-    p_ll, _, dec_ll = ll.predict(yt, Xt, ll.load_model(path), "-q")
+    m_ll = ll.load_model(path)
+    p_ll, acc, dec_ll = ll.predict(yt, Xt, m_ll, "-q")
     model = load_model(path)
     np.testing.assert_array_equal(model.predict(Xt), np.asarray(p_ll))
-    dec = model.decision_function(Xt)
-    np.testing.assert_allclose(np.asarray(dec_ll).reshape(dec.shape), dec, rtol=1e-12,
-                               atol=1e-12)
+    dec = model.decision_function(Xt).reshape(len(yt), -1)
+    # columns in the model's (sorted) class order; binary: + for the larger label
+    order = m_ll.get_labels()
+    want = np.asarray(dec_ll)
+    if len(order) == 2:
+        want = want * (1.0 if order[0] > order[1] else -1.0)
+    else:
+        want = want[:, np.argsort(order)]
+    np.testing.assert_allclose(want, dec, rtol=1e-12, atol=1e-12)
     out = tmp_path / "pred.txt"                       # the CLI reads it too
     assert main(["predict", path, str(test), "-o", str(out)]) == 0
     np.testing.assert_array_equal(np.loadtxt(out), np.asarray(p_ll))
+    assert main(["evaluate", path, str(test), "--json"]) == 0     # (was an IndexError)
+    assert json.loads(capsys.readouterr().out)["accuracy"] * 100 == pytest.approx(acc[0])
 
 
 def test_unreadable_liblinear_models_name_the_file_and_line(tmp_path):
@@ -202,7 +211,7 @@ def test_unreadable_liblinear_models_name_the_file_and_line(tmp_path):
     assert m.task == "binary" and m.classes.tolist() == [-1.0, 1.0]
     assert m.predict(np.array([[1.0, 0.0], [0.0, 1.0]])).tolist() == [1.0, -1.0]
     for text, needle in [
-        (good.replace("-0.25 \n", ""), "line 7.*expected 2 rows of 1 weights.*found 1"),
+        (good.replace("-0.25 \n", ""), "line 7: expected 2 weights after 'w', found 1"),
         (good.replace("nr_class 2", "nr_class two"), "line 2.*bad 'nr_class'"),
         (good.replace("label 1 -1", "label 1"), "line 3.*bad 'label'"),
         (good.replace("bias -1\n", "bias -1\neps 0.1\n"), "line 6.*unknown text"),
@@ -210,7 +219,7 @@ def test_unreadable_liblinear_models_name_the_file_and_line(tmp_path):
         (good.replace("0.5 ", "0.5x "), "bad weight"),
     ]:
         path.write_text(text)
-        with pytest.raises(FormatError, match=needle) as exc:
+        with pytest.raises(ModelError, match=needle) as exc:
             load_model(path)
         assert str(path) in str(exc.value)
 
@@ -267,8 +276,8 @@ def test_a_model_file_is_written_in_pieces_with_the_bytes_of_its_document(k, d, 
                                                                           monkeypatch):
     """save writes json.dumps(to_dict()) byte for byte, the weights base64-encoded a slice
     at a time (15 bytes here: slices that end inside a float), and loads back bit-exact."""
-    from streamsvm import model as model_mod
-    monkeypatch.setattr(model_mod, "_PIECE", 15)
+    from streamsvm import _model_json, model as model_mod
+    monkeypatch.setattr(_model_json, "PIECE", 15)
     rng = np.random.default_rng(k)
     classes = np.array([-1.0, 1.0]) if k == 1 else np.arange(1.0, k + 1)
     m = model_mod.LinearModel(rng.standard_normal((k, d)), rng.standard_normal(k), classes,
