@@ -188,6 +188,11 @@ def load_model(path, *, storage_options=None) -> LinearModel:
     except FileNotFoundError as exc:
         raise StoreNotFoundError(f"model file {path!r} does not exist") from exc
     except OSError as exc:
+        from .io import access_error
+        why = access_error(exc, path)
+        if why is not None:               # credentials, the endpoint: what to check
+            from .exceptions import RemoteAccessError
+            raise RemoteAccessError(f"cannot access {path!r}: {why}") from exc
         raise ModelError(f"cannot be read: {getattr(exc, 'strerror', None) or exc}",
                          file=path) from exc
 

@@ -80,7 +80,7 @@ CASES = [
     (["predict", "{t}/missing.json", "{d}/t.svm", "-o", "{t}/p.txt"],
      "model file '{t}/missing.json' does not exist"),
     (["predict", "{d}/s.zarr", "{d}/t.svm", "-o", "{t}/p.txt"],
-     "cannot read the model file '{d}/s.zarr': Is a directory"),
+     "model file '{d}/s.zarr': is a directory (a store?), not a model file"),
     (["predict", "{d}/m.json", "{t}/missing.svm", "-o", "{t}/p.txt"],
      "input file '{t}/missing.svm' does not exist"),
     (["predict", "{d}/m.json", "{d}/adir", "-o", "{t}/p.txt"], "input '{d}/adir' is a directory"),
@@ -100,8 +100,8 @@ CASES = [
                  "Permission denied", marks=as_user),
     (["evaluate", "{t}/missing.json", "{d}/s.zarr"], "model file '{t}/missing.json' does not "
                                                      "exist"),
-    (["evaluate", "{d}/s.zarr", "{d}/s.zarr"], "cannot read the model file '{d}/s.zarr': Is a "
-                                               "directory"),
+    (["evaluate", "{d}/s.zarr", "{d}/s.zarr"], "model file '{d}/s.zarr': is a directory (a "
+                                               "store?), not a model file"),
     (["evaluate", "{d}/m.json", "{t}/missing.zarr"], "input file '{t}/missing.zarr' does not "
                                                      "exist"),
     (["evaluate", "{d}/m.json", "{d}/adir"], "input '{d}/adir' is a directory"),
