@@ -322,5 +322,5 @@ def boundary_problem(offsets, chunk_rows: int, n_rows: int, indptr, start: int,
     if len(bad) == 0:
         return None
     k = int(bad[0])
-    return (f"array 'indptr' puts {int(got[k])} entries before row {int(rows[k])}, the "
-            f"attribute 'chunk_nnz' {int(want[k])}")
+    return (f"array 'indptr' puts {int(got[k])} entries before row {int(rows[k])}, "
+            f"attribute 'chunk_nnz' puts {int(want[k])}")

@@ -469,10 +469,10 @@ def open_meta(url: str, storage_options: dict | None = None) -> Store:
     if "checksum" in meta:              # sealed at the end of a conversion: check it first
         check_attrs(url, meta)
         if meta.get("complete") is not True:
+            found = f"is {meta['complete']!r}" if "complete" in meta else "is missing"
             raise StoreCorruptError(
-                f"store {url!r} is damaged: attribute 'complete' is "
-                f"{meta.get('complete', 'missing')!r}, but only a finished conversion seals "
-                f"the attributes; convert the input again")
+                f"store {url!r} is damaged: attribute 'complete' {found}, but only a finished "
+                f"conversion seals the attributes; convert the input again")
     if not meta.get("complete"):
         raise _unfinished(url, meta)
     version = meta.get("format_version")

@@ -144,7 +144,7 @@ def _check_chunks(store, arrays: dict, rep: _Report, progress: bool) -> int:
         problem = label_counts_problem(store.meta, counts)
         if problem is not None:
             rep.add(problem)
-    if rep.n_problems == n0 and "indices" in arrays and \
+    if rep.n_problems == n0 and "indptr" in arrays and "indices" in arrays and \
             int(max_index[0]) != store.meta["max_index"]:
         rep.add(f"attribute 'max_index' is {store.meta['max_index']}, but the largest feature "
                 f"id stored is {int(max_index[0])}")
@@ -174,8 +174,8 @@ def _check_chunk(store, arrays, c: int, offsets, counts, max_index, rep: _Report
     if indptr is not None:
         indptr = indptr.astype(np.int64)
         if indptr[0] != p0 or indptr[-1] != p1:
-            rep.add(f"array 'indptr' gives the chunk entries [{indptr[0]}, {indptr[-1]}); the "
-                    f"attributes' per-chunk counts give [{p0}, {p1})", c)
+            rep.add(f"array 'indptr' gives the chunk entries [{indptr[0]}, {indptr[-1]}); "
+                    f"attribute 'chunk_nnz' gives [{p0}, {p1})", c)
         elif indices is not None:
             code, row = csr_check(indptr - p0, indices, store.n_features, True)
             if len(indices):
@@ -204,7 +204,8 @@ def _check_chunk(store, arrays, c: int, offsets, counts, max_index, rep: _Report
 def _check_norm(store, c: int, got: float, rep: _Report) -> None:
     want = float(store.meta["chunk_max_sq_norm"][c])
     if not np.isclose(got, want, rtol=1e-6, atol=0.0):
-        rep.add(f"largest squared row norm {got:.9g}, the attributes record {want:.9g}", c)
+        rep.add(f"largest squared row norm {got:.9g}, attribute 'chunk_max_sq_norm' records "
+                f"{want:.9g}", c)
 
 
 def _count_labels(store, y, counts, c: int, rep: _Report) -> None:

@@ -40,13 +40,13 @@ def encode_binary(y):
 
 
 def reseal(path, edit):
-    """Change a local store's ``streamsvm`` attributes with ``edit(attrs)`` (in place, or
-    returning new attributes) and seal them again: the checksum is valid, as an attacker
-    or a careless script would leave it."""
+    """Change a local store's ``streamsvm`` attributes with ``edit(attrs)`` (in place) and
+    seal them again: the checksum is valid, as an attacker or a careless script would leave
+    it."""
     from streamsvm.io._integrity import seal
     f = pathlib.Path(path) / "zarr.json"
     doc = json.loads(f.read_text())
     attrs = doc["attributes"]["streamsvm"]
-    attrs = edit(attrs) or attrs
+    edit(attrs)
     doc["attributes"]["streamsvm"] = seal(attrs)
     f.write_text(json.dumps(doc))
