@@ -157,16 +157,16 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     with write_errors(f"the store {output!r}"):
         resume_meta = prepare_output(output, storage_options, overwrite=overwrite,
                                      resume=resume, inputs=[f.url for f in files])
-        if resume_meta is not None and (resume_meta.get("options") != options
-                                        or resume_meta.get("source") != source or shuffle):
+        if resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
+            log.warning("the unfinished store at %s has no resume point (it was stopped "
+                        "before its first one): restarting", output)
+            prepare_output(output, storage_options, overwrite=True)
+            resume_meta = None
+        elif resume_meta is not None and (resume_meta.get("options") != options
+                                          or resume_meta.get("source") != source or shuffle):
             why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
             log.warning("cannot resume the unfinished store at %s (%s): restarting", output,
                         why)
-            prepare_output(output, storage_options, overwrite=True)
-            resume_meta = None
-        elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
-            log.warning("the unfinished store at %s has no resume point (it was stopped "
-                        "before its first one): restarting", output)
             prepare_output(output, storage_options, overwrite=True)
             resume_meta = None
     bounds = _Bounds(zb, n_features, index_dtype)
