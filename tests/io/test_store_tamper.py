@@ -259,3 +259,54 @@ def test_checksum_not_resealed_is_refused(clean, tmp_path):
     (case / "zarr.json").write_text(json.dumps(doc))
     assert main(["train", str(case), "-o", str(tmp_path / "m.json"), "-q"]) == 2
     assert not (tmp_path / "m.json").exists()
+
+
+def _small_store(path, chunk_rows=50):
+    import scipy.sparse as sp
+    from streamsvm.io._writer import write_store
+    X = sp.random(300, 20, density=0.3, format="csr", random_state=4)
+    y = np.random.default_rng(4).choice([-1.0, 1.0], 300, p=[0.7, 0.3])
+    return write_store(path, X, y, chunk_rows=chunk_rows)
+
+
+def test_row_range_reads_check_every_chunk_boundary_they_cover(tmp_path):
+    """As the scheduler reads (row ranges, not chunk ids): a range covering a boundary that
+    chunk_nnz misplaces stops; one covering only sound boundaries reads."""
+    from streamsvm import open_store
+    from streamsvm.exceptions import StoreCorruptError
+    path = tmp_path / "s.zarr"
+    _small_store(path)
+
+    def move(a):
+        a["chunk_nnz"][1] += 2
+        a["chunk_nnz"][2] -= 2
+
+    reseal(path, move)
+    store = open_store(path)                 # the attributes agree with each other
+    assert store.read_rows(0, 99).n_rows == 99 and store.read_rows(101, 300).n_rows == 199
+    for start, stop in ((90, 110), (100, 101), (0, 300)):
+        with pytest.raises(StoreCorruptError, match=r"before row 100, attribute 'chunk_nnz'"):
+            store.read_rows(start, stop)
+    with pytest.raises(StoreCorruptError, match="chunk_nnz"):
+        store.read_chunk(2)
+
+
+def test_label_counts_are_counted_when_first_used(tmp_path):
+    """Opening reads no labels; the first use of label_counts counts y once."""
+    from streamsvm import open_store
+    from streamsvm.exceptions import StoreCorruptError
+    path = tmp_path / "s.zarr"
+    clean = _small_store(path)
+    want = clean.label_counts
+    reseal(path, lambda a: a.update(label_counts=dict(zip(a["label_counts"],
+                                                          list(a["label_counts"].values())[::-1]))))
+    store = open_store(path)
+    assert store.read_rows(0, 10).n_rows == 10
+    with pytest.raises(StoreCorruptError, match=r"attribute 'label_counts' is .*, but the "
+                                                r"labels in array 'y' count"):
+        store.label_counts
+    reseal(path, lambda a: a.update(label_counts=want))
+    store = open_store(path)
+    assert store.label_counts == want and store._labels_checked
+    import pickle
+    assert pickle.loads(pickle.dumps(store))._labels_checked     # not counted again
