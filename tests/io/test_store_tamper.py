@@ -191,14 +191,19 @@ def _generic(attrs) -> dict:
     return out
 
 
-def _check_case(root, src, results, what, key, edit, loud) -> None:
+def _tampered(root, src, edit) -> dict:
+    """:func:`_run` on a copy of ``src`` edited by ``edit`` and sealed again."""
     case = root / "case.zarr"
     shutil.copytree(src, case)
     try:
         reseal(case, edit)
-        got = _run(root, case)
+        return _run(root, case)
     finally:
         shutil.rmtree(case)
+
+
+def _check_case(root, src, results, what, key, edit, loud) -> None:
+    got = _tampered(root, src, edit)
     for cmd, (rc, result, err) in got.items():
         assert rc in (0, 2), f"{what}, {cmd}: exit {rc}: {err}"
         if rc == 2:
@@ -238,13 +243,7 @@ def test_edits_only_the_data_can_contradict_stop_train(clean, what):
     contradicted by training, not by opening: exit 2 naming them, and verify too."""
     root, src, attrs, results = clean
     key, edit, _ = EDITS[what]
-    case = root / "case.zarr"
-    shutil.copytree(src, case)
-    try:
-        reseal(case, edit)
-        got = _run(root, case)
-    finally:
-        shutil.rmtree(case)
+    got = _tampered(root, src, edit)
     assert got["train"][0] == 2 and key in got["train"][2], got["train"]
     assert got["verify"][0] == 2 and key in got["verify"][2], got["verify"]
 
