@@ -234,7 +234,9 @@ class StoreWriter:
         Value dtype.
     index_dtype : {"int32", "int64"}
     options, source : dict
-        Converter options and input description, recorded in the attributes.
+        Converter options and input description, recorded in the attributes (``options``
+        completed with ``chunk_rows``, ``dtype`` and, at :meth:`finish`, ``task`` and
+        ``n_features``: what a reader checks the store against, ``_attrs.py``).
     resume_meta : dict, optional
         The ``streamsvm`` attributes of an unfinished store to continue.
     """
@@ -246,7 +248,9 @@ class StoreWriter:
         self.url, self.storage_options = url, storage_options
         self.chunk_rows = int(chunk_rows)
         self.dtype, self.index_dtype = np.dtype(dtype), np.dtype(index_dtype)
-        self.options, self.source = dict(options or {}), dict(source or {})
+        self.options = {"chunk_rows": self.chunk_rows, "dtype": self.dtype.name,
+                        **dict(options or {})}
+        self.source = dict(source or {})
         zstore = _zarr_store(url, storage_options, "w")
         row_inner = self._row_inner = min(max(self.chunk_rows, ROW_INNER_MIN), 1 << 18)
         self._row_shard = row_inner * max(1, ROW_SHARD // row_inner)
@@ -384,6 +388,8 @@ class StoreWriter:
                               file=source_name)
         if st["rows_done"] % self.chunk_rows:
             self._close_chunk()
+        self.options.setdefault("task", task)
+        self.options.setdefault("n_features", None if n_features is None else int(n_features))
         if n_features is None:
             n_features = st["max_index"] + 1
         task, classes = plan_labels(np.array(list(self._label_counts)), task=task,
@@ -475,10 +481,8 @@ def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: st
     _check_finite(X, dtype)
     prepare_output(url, storage_options, overwrite=overwrite)
     index_dtype = "int64" if X.shape[1] >= 2**31 else "int32"
-    options = {"from": "write_store", "chunk_rows": int(chunk_rows),
-               "dtype": np.dtype(dtype).name, "task": task, "n_features": int(X.shape[1])}
     w = StoreWriter(url, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,
-                    storage_options=storage_options, options=options,
+                    storage_options=storage_options, options={"from": "write_store"},
                     source={"files": [{"url": "<memory>"}]})
     step = max(chunk_rows, 1 << 16)
     for s in range(0, X.shape[0], step):
