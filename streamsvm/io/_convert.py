@@ -157,23 +157,27 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     with write_errors(f"the store {output!r}"):
         resume_meta = prepare_output(output, storage_options, overwrite=overwrite,
                                      resume=resume, inputs=[f.url for f in files])
-        if resume_meta is not None and (resume_meta.get("options") != options
-                                        or resume_meta.get("source") != source or shuffle):
+        if resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
+            log.warning("the unfinished store at %s has no resume point (it was stopped "
+                        "before its first one): restarting", output)
+            prepare_output(output, storage_options, overwrite=True)
+            resume_meta = None
+        elif resume_meta is not None and (resume_meta.get("options") != options
+                                          or resume_meta.get("source") != source or shuffle):
             why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
             log.warning("cannot resume the unfinished store at %s (%s): restarting", output,
                         why)
             prepare_output(output, storage_options, overwrite=True)
             resume_meta = None
-        elif resume_meta is not None and not (resume_meta.get("progress") or {}).get("input"):
-            prepare_output(output, storage_options, overwrite=True)
-            resume_meta = None
     bounds = _Bounds(zb, n_features, index_dtype)
     start = (0, 0, 1, 0)
     crcs = [0] * len(files)
+    underflow = [0]         # non-zero values the store's dtype holds as 0 (_parsed_blocks)
     if resume_meta is not None:
         inp = resume_meta["progress"]["input"]
         start = (inp["file"], inp["offset"], inp["line"], inp["crc"])
         crcs = list(inp["crcs"])
+        underflow[0] = int(inp.get("underflow", 0))
         bounds.decided, bounds.zero = True, inp["zero"]
         log.info("resuming %s at %s line %d (%d rows already written)", output,
                  files[inp["file"]].url, inp["line"], resume_meta["progress"]["rows_done"])
@@ -191,7 +195,7 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                                  options=options, source=source, resume_meta=resume_meta)
         sink = _WriterThread(writer)
         blocks = _parsed_blocks(files, storage_options, start, bounds, sort_indices,
-                                block_bytes, crcs, index_dtype, dtype)
+                                block_bytes, crcs, index_dtype, dtype, underflow)
         if shuffle:
             _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, shuffle_memory,
                       scratch_dir, bar)
@@ -208,19 +212,31 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         sink.close()
         with write_errors(f"the store {output!r}"):
             store = writer.finish(n_features=n_features, task=task,
-                                  source_name=", ".join(inputs), extra_source={"crc32": crcs})
+                                  source_name=", ".join(inputs), extra_source={"crc32": crcs},
+                                  n_underflow=underflow[0])
     except StoreWriteError as exc:
         if sink is not None:
             sink.abort()
         err = StoreWriteError(f"{exc}; {clean_failed_output(output, storage_options)}")
         err.errno = exc.errno
         raise err from exc.__cause__
+    except FormatError as exc:
+        if sink is not None:        # bad input: no resume can fix it, so nothing is kept
+            sink.abort()
+            done = clean_failed_output(output, storage_options, keep_resume_point=False)
+            exc.args = (f"{exc}; {done}",)
+        raise
     except BaseException:
         if sink is not None:
             sink.abort()
         raise
     finally:
         bar.close()
+    if underflow[0]:
+        log.warning("%d non-zero value%s of the input %s stored as 0: below the smallest "
+                    "magnitude %s holds (pass --dtype float64 to keep them)", underflow[0],
+                    "" if underflow[0] == 1 else "s", "is" if underflow[0] == 1 else "are",
+                    np.dtype(dtype).name)
     secs = time.perf_counter() - t0
     log.info("converted %d rows, %d features, %d non-zeros into %s in %.1fs", store.n_rows,
              store.n_features, store.nnz, output, secs)
@@ -228,8 +244,9 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
 
 
 def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs,
-                   index_dtype, dtype):
-    """Yield ``(TextBlock, (labels, indptr, indices, values), resume_position)``."""
+                   index_dtype, dtype, underflow):
+    """Yield ``(TextBlock, (labels, indptr, indices, values), resume_position)``; count in
+    ``underflow[0]`` the non-zero values that ``dtype`` holds as 0."""
     # float32 would turn larger values into inf: they are errors, not silently stored
     max_value = FLOAT32_MAX_VALUE if np.dtype(dtype) == np.float32 else np.inf
     for blk in iter_blocks(files, storage_options, start=start, block_bytes=block_bytes):
@@ -246,11 +263,14 @@ def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_by
         if not bounds.zero:          # parse_block's arrays are fresh: shift in place
             np.subtract(indices, 1, out=indices)
         crcs[blk.file_index] = blk.crc
-        pos = {"file": blk.file_index, "offset": blk.end_offset, "line": blk.end_line,
-               "crc": blk.crc, "crcs": list(crcs), "zero": bounds.zero}
         # narrow to the store's dtypes here, so queued blocks take half the memory
-        yield blk, (parsed.labels, parsed.indptr, indices.astype(index_dtype),
-                    parsed.values.astype(dtype)), pos
+        values = parsed.values.astype(dtype)
+        if values.dtype != parsed.values.dtype:
+            underflow[0] += int(np.count_nonzero((values == 0) & (parsed.values != 0)))
+        pos = {"file": blk.file_index, "offset": blk.end_offset, "line": blk.end_line,
+               "crc": blk.crc, "crcs": list(crcs), "zero": bounds.zero,
+               "underflow": underflow[0]}
+        yield blk, (parsed.labels, parsed.indptr, indices.astype(index_dtype), values), pos
 
 
 def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scratch_dir, bar):

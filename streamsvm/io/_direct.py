@@ -165,8 +165,8 @@ class DirectArray:
             raise StoreError(f"store {where!r}: cannot read {name}/zarr.json: {exc}") from exc
         if meta_crc is not None and crc32c(raw) != meta_crc:
             raise StoreCorruptError(f"store {where!r} is damaged: {name}/zarr.json fails its "
-                                    f"checksum (CRC-32C {crc32c(raw):08x}, recorded "
-                                    f"{meta_crc:08x})")
+                                    f"checksum (CRC-32C {crc32c(raw):08x}, attribute "
+                                    f"'array_meta_crc32c' records {meta_crc:08x})")
         try:
             meta = json.loads(raw)
         except ValueError as exc:

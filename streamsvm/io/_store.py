@@ -6,12 +6,16 @@ when every stored value is 1.0) and ``y`` (float32 ±1 for binary, int32 class i
 multiclass). Group attribute ``streamsvm`` holds the metadata, with ``complete: true``
 written last by the converter.
 
-What a reader trusts is checked (``_integrity.py``): the attributes against their checksum
-when the store is opened, each array's ``zarr.json`` against the CRC recorded in them, every
-inner chunk against its CRC-32C (``_direct.py``), and every row range read against the
-metadata before a kernel sees it — ``indptr`` non-decreasing and within the chunk's entries,
-feature ids in ``[0, n_features)``, labels ±1 or class ids. A failed check raises
-:class:`~streamsvm.exceptions.StoreCorruptError` naming the array, the chunk and the rows.
+What a reader trusts is checked (``_integrity.py``): when the store is opened, the
+attributes against their checksum and against everything the store proves about them
+(``_attrs.py``), and each array's ``zarr.json`` against the CRC recorded in them and against
+the lengths and dtypes the attributes imply; every inner chunk against its CRC-32C
+(``_direct.py``); every row range read against the metadata before a kernel sees it —
+``indptr`` non-decreasing, within the stored entries and, at every chunk boundary the range
+covers, where ``chunk_nnz`` puts it, feature ids in ``[0, n_features)``, labels ±1 or class
+ids; and ``label_counts`` against the labels of ``y`` the first time they are used. A failed
+check raises :class:`~streamsvm.exceptions.StoreCorruptError` naming the attribute, or the
+array, the chunk and the rows.
 """
 
 from __future__ import annotations
@@ -24,15 +28,22 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import IncompleteStoreError, StoreCorruptError, StoreError, StoreNotFoundError
+from ._attrs import (array_names, array_problem, boundary_problem, check_meta, count_labels,
+                     label_counts_problem)
 from ._direct import DirectArray
 from ._integrity import check_attrs
 from ._urls import join_url, names_remote_errors, url_to_fs
 
 __all__ = ["Chunk", "Store", "StoreMeta", "open_store", "FORMAT_VERSION", "ATTRS_KEY"]
 
-FORMAT_VERSION = 2
-"""Version 2: every chunk written and checksummed (CRC-32C), attributes sealed. Version 1
-stores (no chunk checksums) are refused: convert the input again."""
+FORMAT_VERSION = 3
+"""Version 3: every chunk written and checksummed (CRC-32C), attributes sealed, the largest
+feature id (``max_index``) recorded so that ``n_features`` can be checked. Older stores are
+refused: convert the input again."""
+_OLD_VERSIONS = {1: "written before chunks were checksummed",
+                 2: "written before its attributes recorded the largest feature id"}
+ARRAY_NAMES = ("indptr", "indices", "data", "y", "y_raw")
+"""The arrays the converter writes into a store (``y_raw`` until it finishes)."""
 ATTRS_KEY = "streamsvm"
 
 CHECK_ROWS = True
@@ -160,19 +171,24 @@ class Store(StoreMeta):
     opened lazily in each process. Use :func:`open_store` to obtain one.
     """
 
-    def __init__(self, url: str, storage_options: dict | None, meta: dict):
+    def __init__(self, url: str, storage_options: dict | None, meta: dict,
+                 labels_checked: bool = False):
         self.url = url
         self.storage_options = dict(storage_options or {})
         self.meta = meta
         self._arrays: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self._labels_checked = labels_checked
+        self._offsets: np.ndarray | None = None
 
     # -- pickling: drop the open array handles ---------------------------------------
     def __getstate__(self):
-        return {"url": self.url, "storage_options": self.storage_options, "meta": self.meta}
+        return {"url": self.url, "storage_options": self.storage_options, "meta": self.meta,
+                "labels_checked": self._labels_checked}
 
     def __setstate__(self, state):
-        self.__init__(state["url"], state["storage_options"], state["meta"])
+        self.__init__(state["url"], state["storage_options"], state["meta"],
+                      state.get("labels_checked", False))
 
     def __repr__(self) -> str:
         return (f"Store({self.url!r}, n_rows={self.n_rows}, n_features={self.n_features}, "
@@ -207,24 +223,49 @@ class Store(StoreMeta):
     def _open_arrays(self) -> dict[str, Any]:
         with self._lock:
             if self._arrays is None:
-                names = ["indptr", "indices", "y"] + ([] if self.binary_values else ["data"])
-                crcs = self.meta.get("array_meta_crc32c") or {}
                 fs, path = url_to_fs(self.url, self.storage_options)
+                if self.binary_values and fs.exists(join_url(path, "data", "zarr.json")):
+                    raise StoreCorruptError(
+                        f"store {self.url!r} is damaged: attribute 'binary_values' is true, "
+                        f"but the store holds a 'data' array; convert the input again")
+                crcs = self.meta["array_meta_crc32c"]
                 arrays = {name: DirectArray.open(fs, join_url(path, name), where=self.url,
-                                                 meta_crc=crcs.get(name)) for name in names}
-                want = {"indptr": self.n_rows + 1, "indices": self.nnz, "data": self.nnz,
-                        "y": self.n_rows}
+                                                 meta_crc=crcs[name])
+                          for name in array_names(self.meta)}
                 for name, arr in arrays.items():
-                    if len(arr) != want[name]:
-                        raise StoreCorruptError(
-                            f"store {self.url!r} is damaged: array {name!r} has {len(arr)} "
-                            f"entries, the attributes say {want[name]}")
+                    problem = array_problem(self.meta, name, len(arr), arr.dtype)
+                    if problem is not None:
+                        raise StoreCorruptError(f"store {self.url!r} is damaged: {problem}")
                 # the values a kernel may meet (checked as inner chunks are decoded)
                 arrays["indices"].valid = (0, self.n_features - 1, False)
                 arrays["y"].valid = (-1, 1, True) if self.task == "binary" else \
                     (0, len(self.meta["classes"]) - 1, False)
                 self._arrays = arrays
             return self._arrays
+
+    @property
+    def label_counts(self) -> dict[str, int]:
+        """Rows per original label; checked against the labels in ``y`` the first time."""
+        if not self._labels_checked:
+            self._check_label_counts()
+        return dict(self.meta["label_counts"])
+
+    def _check_label_counts(self) -> None:
+        y = self._open_arrays()["y"]
+        try:
+            problem = label_counts_problem(self.meta, count_labels(self.meta, y))
+        except StoreCorruptError as exc:
+            raise StoreCorruptError(f"{exc}; {self._affected(exc, 0, self.n_rows, None)}") \
+                from None
+        except StoreError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:     # fsspec/network failures
+            raise StoreError(f"store {self.url!r}: cannot read array 'y': "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if problem is not None:
+            raise StoreCorruptError(f"store {self.url!r} is damaged: {problem}; convert the "
+                                    f"input again")
+        self._labels_checked = True
 
     def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
         """Read global rows ``[start, stop)`` as a :class:`Chunk`, checked (module doc)."""
@@ -250,10 +291,10 @@ class Store(StoreMeta):
                              f"{type(exc).__name__}: {exc}") from exc
         indptr -= p0
         if CHECK_ROWS:
-            self._check_rows(indptr, indices, y, where, chunk_id)
+            self._check_rows(indptr, indices, start, p0, where)
         return Chunk(chunk_id, start, indptr, indices, data, y)
 
-    def _check_rows(self, indptr, indices, y, where: str, chunk_id: int) -> None:
+    def _check_rows(self, indptr, indices, start: int, p0: int, where: str) -> None:
         """The checks of the module doc, before any kernel sees the rows (feature ids and
         labels were checked as their inner chunks were decoded: ``DirectArray.valid``)."""
         from ..kernels import indptr_check
@@ -261,10 +302,11 @@ class Store(StoreMeta):
         problem = None
         if row >= 0:
             problem = f"array 'indptr' decreases at row {row}"
-        elif chunk_id >= 0 and len(y) == self.chunk_rows_of(chunk_id) and \
-                int(indptr[-1]) != int(self.meta["chunk_nnz"][chunk_id]):
-            problem = (f"the chunk holds {int(indptr[-1])} entries, the attributes say "
-                       f"{int(self.meta['chunk_nnz'][chunk_id])}")
+        else:
+            if self._offsets is None:
+                self._offsets = np.concatenate([[0], np.cumsum(self.chunk_nnz)])
+            problem = boundary_problem(self._offsets, self.chunk_rows, self.n_rows, indptr,
+                                       start, p0)
         if problem is not None:
             raise StoreCorruptError(f"store {self.url!r} is damaged: {problem} ({where})")
 
@@ -314,7 +356,7 @@ class Store(StoreMeta):
             "n_chunks": m["n_chunks"],
             "chunk_rows": m["chunk_rows"],
             "task": m["task"],
-            "labels": dict(m["label_counts"]),
+            "labels": self.label_counts,
             "dtype": m["dtype"],
             "binary_values": m["binary_values"],
             "bytes_on_disk": on_disk,
@@ -360,6 +402,33 @@ def read_meta(url: str, storage_options: dict | None = None) -> dict | None:
     return meta
 
 
+def is_bare_group(url: str, storage_options: dict | None = None) -> bool:
+    """Whether ``url`` holds a Zarr group with no attributes and nothing but arrays the
+    converter writes (or none): a conversion killed before it wrote its first attributes
+    (stores written before the converter created its group with them)."""
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        doc = json.loads(fs.cat_file(join_url(path, "zarr.json")))
+        names = {n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False)}
+    except (OSError, ValueError):
+        return False
+    return (isinstance(doc, dict) and doc.get("node_type") == "group"
+            and doc.get("attributes", {}) == {}
+            and names <= {"zarr.json", *ARRAY_NAMES})
+
+
+def _unfinished(url: str, meta: dict | None) -> IncompleteStoreError:
+    progress = (meta or {}).get("progress")
+    progress = progress if isinstance(progress, dict) else {}
+    rows = progress.get("rows_done", 0)
+    if progress.get("input"):
+        how = "Continue it with 'streamsvm convert ... --resume' or convert again."
+    else:
+        how = "It has no resume point: convert the input again."
+    return IncompleteStoreError(f"store {url!r} is incomplete: its conversion did not finish "
+                                f"(rows written so far: {rows}). {how}")
+
+
 def open_store(url, *, storage_options: dict | None = None) -> Store:
     """Open a complete store for reading.
 
@@ -377,28 +446,43 @@ def open_store(url, *, storage_options: dict | None = None) -> Store:
     IncompleteStoreError
         The conversion that writes it did not finish.
     StoreCorruptError
-        Its attributes fail their checksum.
+        Its attributes fail their checksum or contradict the store (``_attrs.py``), or an
+        array's ``zarr.json`` fails its CRC or contradicts the attributes.
     """
     if isinstance(url, Store):
         if storage_options:
             raise TypeError("storage_options given together with an already opened Store")
         return url
-    url = str(url)
+    store = open_meta(str(url), storage_options)
+    store._open_arrays()
+    return store
+
+
+def open_meta(url: str, storage_options: dict | None = None) -> Store:
+    """:func:`open_store` without opening the arrays: the attributes checked (``verify``
+    opens the arrays itself, to list every problem)."""
     meta = read_meta(url, storage_options)
     if meta is None:
+        if is_bare_group(url, storage_options):
+            raise _unfinished(url, None)
         raise StoreNotFoundError(f"no streamsvm store at {url!r} (no zarr.json with "
                                  f"'{ATTRS_KEY}' attributes)")
     if "checksum" in meta:              # sealed at the end of a conversion: check it first
         check_attrs(url, meta)
+        if meta.get("complete") is not True:
+            found = f"is {meta['complete']!r}" if "complete" in meta else "is missing"
+            raise StoreCorruptError(
+                f"store {url!r} is damaged: attribute 'complete' {found}, but only a finished "
+                f"conversion seals the attributes; convert the input again")
     if not meta.get("complete"):
-        raise IncompleteStoreError(
-            f"store {url!r} is incomplete: its conversion did not finish "
-            f"(rows written so far: {meta.get('progress', {}).get('rows_done', 0)}). "
-            f"Continue it with 'streamsvm convert ... --resume' or convert again.")
+        raise _unfinished(url, meta)
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
-        why = " (written before chunks were checksummed)" if version == 1 else ""
-        raise StoreError(f"store {url!r} has format version {version}{why}; this streamsvm "
-                         f"reads version {FORMAT_VERSION}: convert the input again")
+        why = f" ({_OLD_VERSIONS[version]})" if isinstance(version, int) and \
+            version in _OLD_VERSIONS else ""
+        raise StoreError(f"store {url!r} has format version {version!r}{why} (attribute "
+                         f"'format_version'); this streamsvm reads version {FORMAT_VERSION}: "
+                         f"convert the input again")
     check_attrs(url, meta)
+    check_meta(url, meta)
     return Store(url, storage_options, meta)

@@ -3,14 +3,16 @@
 Training stops at the first damaged chunk it meets; ``verify`` reads the whole store once,
 chunk by chunk, and reports everything it finds:
 
-* the attributes against their checksum, and their counts against each other;
-* each array's ``zarr.json`` against the CRC recorded at conversion, and its length;
+* the attributes against their checksum and against each other (``_attrs.py``, as every
+  reader does when it opens the store);
+* each array's ``zarr.json`` against the CRC recorded at conversion, its length and dtype;
 * every shard index and every inner chunk against its CRC-32C; missing shard files;
   chunks that do not decode to their size;
 * the CSR structure: ``indptr`` starting at 0, non-decreasing and ending at ``nnz``,
   each chunk holding the entries the attributes record, feature ids in ``[0, n_features)``
   and strictly increasing within a row, finite values, labels that are labels of the store;
-* the recorded statistics: per-chunk largest squared row norm and the label counts.
+* the recorded statistics: per-chunk largest squared row norm, the largest feature id and
+  the label counts.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import StoreCorruptError, StreamSVMError
+from ._attrs import array_names, array_problem, label_codes, label_counts_problem
 from ._direct import DirectArray
-from ._integrity import check_attrs
-from ._store import open_store, read_meta
+from ._store import open_meta
 from ._urls import join_url, url_to_fs
 
 __all__ = ["verify_store"]
@@ -85,60 +87,35 @@ def verify_store(url, *, storage_options=None, progress: bool = False) -> dict:
     out = {"url": url, "ok": False, "problems": [], "n_problems": 0, "n_rows": None,
            "nnz": None, "n_chunks": None, "bytes_checked": 0}
     try:
-        meta = read_meta(url, storage_options)
-        if meta is not None:
-            check_attrs(url, meta)
-        store = open_store(url, storage_options=storage_options)
+        store = open_meta(url, storage_options)
     except StreamSVMError as exc:
         rep.add(str(exc))
     else:
         rep.store = store
         out.update(n_rows=store.n_rows, nnz=store.nnz, n_chunks=store.n_chunks)
-        if _check_counts(store, rep):
-            arrays = _open_arrays(store, storage_options, rep)
-            out["bytes_checked"] = _check_chunks(store, arrays, rep, progress)
+        arrays = _open_arrays(store, storage_options, rep)
+        out["bytes_checked"] = _check_chunks(store, arrays, rep, progress)
     out.update(problems=rep.messages(), n_problems=rep.n_problems, ok=rep.n_problems == 0)
     return out
 
 
-def _check_counts(store, rep: _Report) -> bool:
-    """Whether the counts in the attributes agree (else the chunks cannot be located)."""
-    n0 = rep.n_problems
-    m = store.meta
-    n_chunks = -(-store.n_rows // store.chunk_rows) if store.chunk_rows > 0 else -1
-    if m["n_chunks"] != n_chunks:
-        rep.add(f"the attributes record {m['n_chunks']} chunks; {store.n_rows} rows of "
-                f"{store.chunk_rows} make {n_chunks}")
-    for key in ("chunk_nnz", "chunk_max_sq_norm"):
-        if len(m[key]) != m["n_chunks"]:
-            rep.add(f"the attributes list {len(m[key])} values of {key!r} for {m['n_chunks']} "
-                    f"chunks")
-    if sum(m["chunk_nnz"]) != store.nnz:
-        rep.add(f"the per-chunk entry counts add up to {sum(m['chunk_nnz'])}, not nnz = "
-                f"{store.nnz}")
-    if sum(m["label_counts"].values()) != store.n_rows:
-        rep.add(f"the label counts add up to {sum(m['label_counts'].values())}, not "
-                f"n_rows = {store.n_rows}")
-    return rep.n_problems == n0
-
-
 def _open_arrays(store, storage_options, rep: _Report):
     fs, path = url_to_fs(store.url, storage_options)
-    names = ["indptr", "indices", "y"] + ([] if store.binary_values else ["data"])
-    want = {"indptr": store.n_rows + 1, "indices": store.nnz, "data": store.nnz,
-            "y": store.n_rows}
-    crcs = store.meta.get("array_meta_crc32c") or {}
+    if store.binary_values and fs.exists(join_url(path, "data", "zarr.json")):
+        rep.add(f"store {store.url!r} is damaged: attribute 'binary_values' is true, but the "
+                f"store holds a 'data' array")
+    crcs = store.meta["array_meta_crc32c"]
     arrays = {}
-    for name in names:
+    for name in array_names(store.meta):
         try:
             arr = DirectArray.open(fs, join_url(path, name), where=store.url,
-                                   meta_crc=crcs.get(name))
+                                   meta_crc=crcs[name])
         except StreamSVMError as exc:
             rep.add(str(exc))
             continue
-        if len(arr) != want[name]:
-            rep.add(f"store {store.url!r} is damaged: array {name!r} has {len(arr)} entries, "
-                    f"the attributes say {want[name]}")
+        problem = array_problem(store.meta, name, len(arr), arr.dtype)
+        if problem is not None:
+            rep.add(f"store {store.url!r} is damaged: {problem}")
             continue
         arrays[name] = arr
     return arrays
@@ -150,28 +127,27 @@ def _check_chunks(store, arrays: dict, rep: _Report, progress: bool) -> int:
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=store.n_chunks, unit="chunk", desc="verify", dynamic_ncols=True)
-    classes = np.asarray(store.meta["classes"], dtype=np.float64)
-    counts = np.zeros(len(classes), dtype=np.int64)
+    counts = np.zeros(len(store.meta["classes"]), dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(store.meta["chunk_nnz"])]).astype(np.int64)
+    max_index = np.full(1, -1, dtype=np.int64)
     nbytes = 0
     n0 = rep.n_problems
     try:
         for c in range(store.n_chunks):
-            nbytes += _check_chunk(store, arrays, c, offsets, counts, rep)
+            nbytes += _check_chunk(store, arrays, c, offsets, counts, max_index, rep)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
     if rep.n_problems == n0 and "y" in arrays:
-        from ._labels import label_key
-        if store.task == "binary" and len(classes) == 2:
-            by_label = {label_key(classes[0]): int(counts[0]), label_key(classes[1]): int(counts[1])}
-        else:
-            by_label = {label_key(v): int(n) for v, n in zip(classes, counts)}
-        recorded = {k: int(v) for k, v in store.meta["label_counts"].items()}
-        if by_label != recorded:
-            rep.add(f"the labels count {by_label}; the attributes record {recorded}")
+        problem = label_counts_problem(store.meta, counts)
+        if problem is not None:
+            rep.add(problem)
+    if rep.n_problems == n0 and "indptr" in arrays and "indices" in arrays and \
+            int(max_index[0]) != store.meta["max_index"]:
+        rep.add(f"attribute 'max_index' is {store.meta['max_index']}, but the largest feature "
+                f"id stored is {int(max_index[0])}")
     return nbytes
 
 
@@ -186,7 +162,7 @@ def _read(arrays, name, a, b, c, rep):
         return None
 
 
-def _check_chunk(store, arrays, c: int, offsets, counts, rep: _Report) -> int:
+def _check_chunk(store, arrays, c: int, offsets, counts, max_index, rep: _Report) -> int:
     from ..kernels import csr_check
     start, stop = store.chunk_bounds(c)
     p0, p1 = int(offsets[c]), int(offsets[c + 1])         # as the attributes record
@@ -198,10 +174,12 @@ def _check_chunk(store, arrays, c: int, offsets, counts, rep: _Report) -> int:
     if indptr is not None:
         indptr = indptr.astype(np.int64)
         if indptr[0] != p0 or indptr[-1] != p1:
-            rep.add(f"array 'indptr' gives the chunk entries [{indptr[0]}, {indptr[-1]}); the "
-                    f"attributes' per-chunk counts give [{p0}, {p1})", c)
+            rep.add(f"array 'indptr' gives the chunk entries [{indptr[0]}, {indptr[-1]}); "
+                    f"attribute 'chunk_nnz' gives [{p0}, {p1})", c)
         elif indices is not None:
             code, row = csr_check(indptr - p0, indices, store.n_features, True)
+            if len(indices):
+                max_index[0] = max(int(max_index[0]), int(indices.max()))
             if code:
                 what = {1: "array 'indptr' decreases",
                         2: f"a feature id outside [0, {store.n_features})",
@@ -226,17 +204,17 @@ def _check_chunk(store, arrays, c: int, offsets, counts, rep: _Report) -> int:
 def _check_norm(store, c: int, got: float, rep: _Report) -> None:
     want = float(store.meta["chunk_max_sq_norm"][c])
     if not np.isclose(got, want, rtol=1e-6, atol=0.0):
-        rep.add(f"largest squared row norm {got:.9g}, the attributes record {want:.9g}", c)
+        rep.add(f"largest squared row norm {got:.9g}, attribute 'chunk_max_sq_norm' records "
+                f"{want:.9g}", c)
 
 
 def _count_labels(store, y, counts, c: int, rep: _Report) -> None:
+    """Add the rows of chunk ``c`` holding each class's code (``label_codes``) to
+    ``counts``; report a value that codes no class."""
     if store.task == "binary":
-        ok = np.abs(y) == 1
-        if len(counts) == 2:
-            counts[1] += int(np.count_nonzero(y == 1))
-            counts[0] += int(np.count_nonzero(y == -1))
-        else:
-            counts[0] += int(np.count_nonzero(ok))
+        codes = label_codes(store.meta)
+        ok = np.isin(y, codes)
+        counts += [np.count_nonzero(y == v) for v in codes]
     else:
         ok = (y >= 0) & (y < len(counts))
         counts += np.bincount(y[ok], minlength=len(counts))[:len(counts)]

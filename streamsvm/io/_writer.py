@@ -23,7 +23,8 @@ from ..exceptions import (FormatError, InvalidParameterError, OutputNotWritableE
                           StoreExistsError, StoreWriteError, StreamSVMError)
 from ._integrity import crc32c, seal
 from ._labels import apply_label_plan, label_key, plan_labels
-from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store, read_meta
+from ._store import (ATTRS_KEY, FORMAT_VERSION, _zarr_store, is_bare_group, open_store,
+                     read_meta)
 from ._urls import is_local, join_url, missing_parent, url_to_fs
 
 __all__ = ["StoreWriter", "write_store", "prepare_output", "write_errors",
@@ -103,10 +104,12 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
     """Check the output location; return the unfinished store's meta when resuming.
 
     A complete store is replaced only with ``overwrite``; an unfinished one is continued
-    with ``resume`` and otherwise removed (a clean restart). ``overwrite`` also replaces an
-    empty directory. Anything else at the URL (a file, a directory that is not a streamsvm
-    store) is left alone, as is any location that is, contains or lies inside one of
-    ``inputs``: those raise before anything is deleted.
+    with ``resume`` and otherwise removed (a clean restart). A bare group of ours (a
+    conversion killed before its first attributes, :func:`is_bare_group`) is an unfinished
+    store without a resume point. ``overwrite`` also replaces an empty directory. Anything
+    else at the URL (a file, a directory that is not a streamsvm store) is left alone, as is
+    any location that is, contains or lies inside one of ``inputs``: those raise before
+    anything is deleted.
     """
     fs, path = url_to_fs(url, storage_options)
     if is_local(url) and missing_parent(path):      # never mkdir -p a mistyped path
@@ -114,6 +117,8 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
                                      f"{missing_parent(path)!r} does not exist")
     _check_not_an_input(url, inputs, storage_options)
     meta = read_meta(url, storage_options)
+    if meta is None and is_bare_group(url, storage_options):
+        meta = {"complete": False, "progress": {"rows_done": 0, "input": None}}
     if meta is not None and not meta.get("complete"):
         if resume:
             return meta
@@ -190,12 +195,14 @@ def write_errors(what: str, hint: str = ""):
         raise err from exc
 
 
-def clean_failed_output(url: str, storage_options=None) -> str:
+def clean_failed_output(url: str, storage_options=None, *,
+                        keep_resume_point: bool = True) -> str:
     """After a failed write, tidy the unfinished store at ``url``; say what was done.
 
     Zarr's temporary ``*.partial`` files are removed. The store is kept when it has a resume
-    point (``convert --resume`` continues it once there is space again) and removed otherwise.
-    Call it only for a store this conversion created or continued.
+    point (``convert --resume`` continues it once there is space again) and
+    ``keep_resume_point``, and removed otherwise (bad input: resuming cannot fix it). Call it
+    only for a store this conversion created or continued.
     """
     fs, path = url_to_fs(url, storage_options)
     try:
@@ -204,7 +211,8 @@ def clean_failed_output(url: str, storage_options=None) -> str:
             fs.rm(partial)
         meta = read_meta(url, storage_options)
         progress = (meta or {}).get("progress") or {}
-        if meta is not None and not meta.get("complete") and progress.get("input"):
+        if meta is not None and not meta.get("complete") and progress.get("input") and \
+                keep_resume_point:
             return (f"the unfinished store keeps its resume point ({progress['rows_done']:,} "
                     f"rows written): free space, then run the same command with --resume to "
                     f"continue")
@@ -229,7 +237,9 @@ class StoreWriter:
         Value dtype.
     index_dtype : {"int32", "int64"}
     options, source : dict
-        Converter options and input description, recorded in the attributes.
+        Converter options and input description, recorded in the attributes (``options``
+        completed with ``chunk_rows``, ``dtype`` and, at :meth:`finish`, ``task`` and
+        ``n_features``: what a reader checks the store against, ``_attrs.py``).
     resume_meta : dict, optional
         The ``streamsvm`` attributes of an unfinished store to continue.
     """
@@ -241,12 +251,20 @@ class StoreWriter:
         self.url, self.storage_options = url, storage_options
         self.chunk_rows = int(chunk_rows)
         self.dtype, self.index_dtype = np.dtype(dtype), np.dtype(index_dtype)
-        self.options, self.source = dict(options or {}), dict(source or {})
+        self.options = {"chunk_rows": self.chunk_rows, "dtype": self.dtype.name,
+                        **dict(options or {})}
+        self.source = dict(source or {})
         zstore = _zarr_store(url, storage_options, "w")
         row_inner = self._row_inner = min(max(self.chunk_rows, ROW_INNER_MIN), 1 << 18)
         self._row_shard = row_inner * max(1, ROW_SHARD // row_inner)
         if resume_meta is None:
-            self.group = zarr.open_group(zstore, mode="w", zarr_format=3)
+            self.st = {"rows_done": 0, "nnz_done": 0, "max_index": -1, "all_ones": True,
+                       "labels": {}, "chunk_nnz": [], "chunk_max_sq_norm": [],
+                       "cur_nnz": 0, "cur_sq": 0.0, "input": None}
+            # the group is created with its attributes: a kill at any point leaves a store
+            # that says it is unfinished (prepare_output also knows an older bare group)
+            self.group = zarr.open_group(zstore, mode="w", zarr_format=3,
+                                         attributes={ATTRS_KEY: self._attrs(complete=False)})
             kw = dict(shape=(0,), compressors=_compressors(), fill_value=0, config=_ARRAY_CONFIG)
             self.group.create_array("indptr", dtype="int64", chunks=(row_inner,),
                                     shards=(self._row_shard,), **kw)
@@ -256,9 +274,6 @@ class StoreWriter:
                                     shards=(SHARD_ELEMS,), **kw)
             self.group.create_array("y_raw", dtype="float64", chunks=(row_inner,),
                                     shards=(self._row_shard,), **kw)
-            self.st = {"rows_done": 0, "nnz_done": 0, "max_index": -1, "all_ones": True,
-                       "labels": {}, "chunk_nnz": [], "chunk_max_sq_norm": [],
-                       "cur_nnz": 0, "cur_sq": 0.0, "input": None}
         else:
             self.group = zarr.open_group(zstore, mode="r+")
             self.st = dict(resume_meta["progress"])
@@ -342,14 +357,17 @@ class StoreWriter:
         self.st["labels"] = {repr(k): v for k, v in self._label_counts.items()}
         self._write_attrs(complete=False)
 
-    def _write_attrs(self, *, complete: bool, extra: dict | None = None) -> None:
+    def _attrs(self, *, complete: bool, extra: dict | None = None) -> dict:
         attrs = {"format_version": FORMAT_VERSION, "complete": complete,
                  "chunk_rows": self.chunk_rows, "options": self.options, "source": self.source}
         if not complete:
             attrs["progress"] = self.st
         if extra:
             attrs.update(extra)
-        self.group.attrs[ATTRS_KEY] = seal(attrs) if complete else attrs
+        return seal(attrs) if complete else attrs
+
+    def _write_attrs(self, *, complete: bool, extra: dict | None = None) -> None:
+        self.group.attrs[ATTRS_KEY] = self._attrs(complete=complete, extra=extra)
 
     @staticmethod
     def _array_meta_crcs(fs, path: str, binary_values: bool) -> dict:
@@ -358,8 +376,11 @@ class StoreWriter:
         return {name: crc32c(fs.cat_file(join_url(path, name, "zarr.json"))) for name in names}
 
     def finish(self, *, n_features: int | None = None, task: str = "auto", source_name="input",
-               extra_source: dict | None = None):
-        """Encode labels, drop ``data`` if all ones, and mark the store complete."""
+               extra_source: dict | None = None, n_underflow: int = 0):
+        """Encode labels, drop ``data`` if all ones, and mark the store complete.
+
+        ``n_underflow`` (recorded) counts the input's non-zero values that the store's dtype
+        holds as 0."""
         t0 = time.perf_counter()
         for ap in (self._indptr, self._indices, self._data, self._y):
             ap.flush()
@@ -370,6 +391,8 @@ class StoreWriter:
                               file=source_name)
         if st["rows_done"] % self.chunk_rows:
             self._close_chunk()
+        self.options.setdefault("task", task)
+        self.options.setdefault("n_features", None if n_features is None else int(n_features))
         if n_features is None:
             n_features = st["max_index"] + 1
         task, classes = plan_labels(np.array(list(self._label_counts)), task=task,
@@ -392,6 +415,7 @@ class StoreWriter:
             "binary_values": binary_values, "dtype": self.dtype.name,
             "index_dtype": self.index_dtype.name,
             "chunk_nnz": st["chunk_nnz"], "chunk_max_sq_norm": st["chunk_max_sq_norm"],
+            "max_index": int(st["max_index"]), "n_underflow": int(n_underflow),
             "converter": {"version": _version(), "options": self.options},
             "store_id": uuid.uuid4().hex,
         }

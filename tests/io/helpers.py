@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -34,3 +37,16 @@ def encode_binary(y):
     """sklearn-loaded binary labels → ±1 as the converter stores them."""
     classes = np.unique(y)
     return np.where(y == classes[-1], 1.0, -1.0).astype(np.float32)
+
+
+def reseal(path, edit):
+    """Change a local store's ``streamsvm`` attributes with ``edit(attrs)`` (in place) and
+    seal them again: the checksum is valid, as an attacker or a careless script would leave
+    it."""
+    from streamsvm.io._integrity import seal
+    f = pathlib.Path(path) / "zarr.json"
+    doc = json.loads(f.read_text())
+    attrs = doc["attributes"]["streamsvm"]
+    edit(attrs)
+    doc["attributes"]["streamsvm"] = seal(attrs)
+    f.write_text(json.dumps(doc))

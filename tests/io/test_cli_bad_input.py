@@ -9,7 +9,7 @@ import pytest
 
 import streamsvm as ss
 from streamsvm.cli import main
-from streamsvm.exceptions import IncompleteStoreError, StoreNotFoundError
+from streamsvm.exceptions import StoreNotFoundError
 
 BAD = {
     "label": ("1 1:1\nabc 1:1\n", "line 2"),
@@ -39,7 +39,8 @@ def test_bad_input_exit_2_and_no_store(case, tmp_path, capsys):
     assert main(["convert", str(src), str(out), "-q"]) == 2
     err = capsys.readouterr().err
     assert "bad.svm" in err and where in err, err
-    with pytest.raises((IncompleteStoreError, StoreNotFoundError)):
+    assert not out.exists()         # bad input: nothing that --resume could continue
+    with pytest.raises(StoreNotFoundError):
         ss.open_store(str(out))
 
 

@@ -14,9 +14,10 @@ from streamsvm import open_store
 from streamsvm.exceptions import StoreCorruptError, StoreError
 from streamsvm.io import _writer
 from streamsvm.io._direct import DirectArray, _expected_layout
+from streamsvm.io._integrity import crc32c
 from streamsvm.io._writer import write_store
 
-from .helpers import store_arrays
+from .helpers import reseal, store_arrays
 
 
 @pytest.fixture
@@ -101,11 +102,14 @@ def test_other_layouts_are_refused(tmp_path):
     ind = g["indices"][:]
     del g["indices"]
     g.create_array("indices", data=ind, chunks=(1000,), compressors=zarr.codecs.ZstdCodec())
-    meta = json.loads((tmp_path / "s.zarr" / "indices" / "zarr.json").read_text())
-    assert _expected_layout(meta) is None
-    store2 = open_store(tmp_path / "s.zarr")
-    with pytest.raises(StoreError, match="indices"):
-        store2.read_rows(0, store2.n_rows)
+    raw = (tmp_path / "s.zarr" / "indices" / "zarr.json").read_bytes()
+    assert _expected_layout(json.loads(raw)) is None
+    with pytest.raises(StoreCorruptError, match="indices/zarr.json fails its checksum"):
+        open_store(tmp_path / "s.zarr")
+    # the new zarr.json's CRC recorded: the layout is what is refused
+    reseal(tmp_path / "s.zarr", lambda a: a["array_meta_crc32c"].update(indices=crc32c(raw)))
+    with pytest.raises(StoreError, match="array 'indices' is not in the layout"):
+        open_store(tmp_path / "s.zarr")
 
 
 @pytest.mark.parametrize("change", [
