@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 RUN_PARAMS = (
     Param("memory", "size", "1GB", "RAM budget for per-row state, resident rows, blocks in "
           "flight and cached blocks (e.g. 2GB, 512MiB); the process peaks near the runtime "
-          "floor (about 190 MB) plus this"),
+          "floor (about 190 MB) plus this. It decides what stays in RAM, so it steers the "
+          "solver's path: --resume refuses a budget other than the checkpoint's (naming it)"),
     Param("seed", "int", 0, "seed of every random order (the same seed gives the same "
           "model)", low=0),
     Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL)"),
@@ -46,12 +47,16 @@ RUN_PARAMS = (
     Param("checkpoint_every_seconds", "float", 0.0, "seconds between checkpoints (0: only by "
           "passes)", low=0.0),
     Param("resume", "bool", False, "continue from the newest valid checkpoint in "
-          "--checkpoint"),
+          "--checkpoint, bit for bit as if never stopped; the data, the solver's parameters, "
+          "--seed, --memory and --readers must be the checkpoint's (a difference is refused, "
+          "naming it)"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
           "--memory and for resident rows on disk (default: the system temporary directory)"),
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
-          "core; one per block in flight for a remote one)", low=1),
+          "core; one per block in flight for a remote one); charged to --memory, so "
+          "--resume needs the checkpoint's count (give it to resume on another machine)",
+          low=1),
     Param("scheduler", "str", None, "train on a dask cluster: the address of its scheduler "
           "(tcp://host:8786); its workers read the store themselves (shared filesystem or "
           "S3, with --storage-option) and --memory is each worker's budget; alm, nesvm and "
@@ -106,7 +111,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         Passes over the data, or seconds, between checkpoints (0: only at the end or when
         interrupted).
     resume : bool
-        Continue from the newest valid checkpoint in ``checkpoint``.
+        Continue from the newest valid checkpoint in ``checkpoint``: the store, the solver's
+        parameters, ``seed``, ``block_rows``, ``memory``, ``readers`` and ``prefetch`` must
+        be the checkpoint's (each steers the run's path); a difference raises
+        ``CheckpointError`` naming it.
     scratch_dir : str, optional
         Local directory for spilled per-row state and resident rows on disk.
     block_rows, prefetch, readers : int, optional
@@ -174,8 +182,11 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
                           prefetch=prefetch, readers=readers, scratch_dir=scratch_dir,
                           scheduler=scheduler)
     manager = state = None
+    # everything that steers the run's path: the budget decides what stays in RAM, and the
+    # blocks read ahead and reader threads are charged to it (resume refuses another value)
     identity = {"store": _store_identity(store) if checkpoint is not None else None,
-                "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows}
+                "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows,
+                "memory": sched.memory, "readers": sched.readers, "prefetch": sched.prefetch}
     if checkpoint is not None:
         manager = CheckpointManager(checkpoint, storage_options=storage_options)
         if resume:

@@ -10,7 +10,6 @@ import json
 import random
 import shutil
 
-import numpy as np
 import pytest
 
 from streamsvm._train import train
@@ -18,17 +17,9 @@ from streamsvm.checkpoint import _Damaged, parse_manifest
 from streamsvm.cli import main
 from streamsvm.io import convert
 
+from .io.helpers import write_svm
+
 ARGS = ["-C", "0.1", "-q", "--checkpoint-every-passes", "1"]
-
-
-def _write_svm(path, n=3000, d=40, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.3)
-    y = np.where(X @ rng.standard_normal(d) + 0.8 * rng.standard_normal(n) > 0, 1, -1)
-    with open(path, "w") as f:
-        for i in range(n):
-            nz = np.nonzero(X[i])[0]
-            f.write(f"{y[i]:+d} " + " ".join(f"{j + 1}:{X[i, j]:.4g}" for j in nz) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +27,7 @@ def interrupted(tmp_path_factory):
     """``(store, reference model bytes, checkpoint directory)``: the checkpoints of a run
     stopped after its fourth iteration (a checkpoint each pass, the last two kept)."""
     d = tmp_path_factory.mktemp("tamper")
-    _write_svm(d / "s.svm")
+    write_svm(d / "s.svm")
     store = d / "s.zarr"
     convert(str(d / "s.svm"), str(store), chunk_rows=500)
     ref = d / "ref.json"
