@@ -145,9 +145,11 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     CheckpointError
         On resume, a checkpoint of another run (every differing parameter named); during
         training, a checkpoint that cannot be written (the last good one named).
+    OutputLockedError
+        Another run is using ``checkpoint`` (named: pid, host, command, start time).
     """
     from .checkpoint import CheckpointManager
-    from .io import open_store
+    from .io import OutputLock, open_store
     from .schedule import PassScheduler
     slv = make_solver(solver, params)       # validates every parameter before any pass
     if resume and checkpoint is None:
@@ -181,30 +183,34 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
                           prefetch=prefetch, readers=readers, scratch_dir=scratch_dir,
                           scheduler=scheduler)
-    manager = state = None
+    manager = state = lock = save = None
     # everything that steers the run's path: the budget decides what stays in RAM, and the
     # blocks read ahead and reader threads are charged to it (resume refuses another value)
     identity = {"store": _store_identity(store) if checkpoint is not None else None,
                 "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows,
                 "memory": sched.memory, "readers": sched.readers, "prefetch": sched.prefetch}
-    if checkpoint is not None:
-        manager = CheckpointManager(checkpoint, storage_options=storage_options)
-        if resume:
-            state = manager.load_latest(expect={"identity": identity})
-            if state is None:
-                log.warning("no checkpoint under %s: starting from scratch", checkpoint)
-    save = None
-    if manager is not None:
-        def save(arrays, meta):
-            manager.save(arrays, dict(meta, identity=identity))
     t0 = time.perf_counter()
     try:
+        if checkpoint is not None:
+            # one run per checkpoint directory: its lock is held until the run ends
+            lock = OutputLock(checkpoint, what="checkpoint directory", inside=True,
+                              storage_options=storage_options).acquire()
+            manager = CheckpointManager(checkpoint, storage_options=storage_options)
+            if resume:
+                state = manager.load_latest(expect={"identity": identity})
+                if state is None:
+                    log.warning("no checkpoint under %s: starting from scratch", checkpoint)
+
+            def save(arrays, meta):
+                manager.save(arrays, dict(meta, identity=identity))
         result = run(slv, sched, state=state, callback=callback, checkpoint=save,
                      every_passes=checkpoint_every, every_seconds=checkpoint_every_seconds,
                      should_stop=should_stop, progress=progress)
     finally:
         slv.close()
         sched.close()
+        if lock is not None:
+            lock.release()
     seconds = time.perf_counter() - t0
     # the history's deterministic columns: a run killed and resumed writes the same model
     # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)

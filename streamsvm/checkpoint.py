@@ -22,7 +22,8 @@ truncated or corrupted payload) is logged and the previous one is used; when non
 :class:`~streamsvm.exceptions.CheckpointError`. Manifests of format 1 (no checksum) are not
 read. The checksum finds damage and hand edits, not a forger who re-seals it; what the rest of
 a checkpoint contradicts (driver, scheduler and solver fields) is checked on resume by the
-driver. One writer per directory is assumed.
+driver. One writer per directory is assumed: ``train`` holds an
+:class:`~streamsvm.io.OutputLock` on the directory (``.streamsvm.lock`` inside it) while it runs.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ __all__ = [
     "CheckpointError",
     "DataMismatchError",
     "OutputNotWritableError",
+    "OutputLockedError",
     "NotFittedError",
     "WorkerLostError",
     "ConvergenceWarning",
@@ -104,6 +105,16 @@ class DataMismatchError(StreamSVMError, ValueError):
 
 class OutputNotWritableError(StreamSVMError, OSError):
     """An output location (model file, checkpoint or scratch directory) cannot be written."""
+
+
+class OutputLockedError(OutputNotWritableError):
+    """Another process is writing the same output (a store being converted, a checkpoint
+    directory in use). The message names it; ``holder`` holds its pid, host, command and
+    start time (None when its lock does not say)."""
+
+    def __init__(self, message: str, holder=None):
+        super().__init__(message)
+        self.holder = holder
 
 
 class WorkerLostError(StreamSVMError, RuntimeError):
