@@ -40,7 +40,9 @@ RUN_PARAMS = (
           "solver's path: --resume refuses a budget other than the checkpoint's (naming it)"),
     Param("seed", "int", 0, "seed of every random order (the same seed gives the same "
           "model)", low=0),
-    Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL)"),
+    Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL); "
+          "one run per directory: one already holding checkpoints needs --resume (this "
+          "run's) or --overwrite-checkpoint"),
     Param("checkpoint_every", "float", 1.0, "passes over the data between checkpoints (a "
           "checkpoint is also written at the end and on SIGINT/SIGTERM)", low=0.0,
           flag="--checkpoint-every-passes"),
@@ -50,6 +52,10 @@ RUN_PARAMS = (
           "--checkpoint, bit for bit as if never stopped; the data, the solver's parameters, "
           "--seed, --memory and --readers must be the checkpoint's (a difference is refused, "
           "naming it)"),
+    Param("overwrite_checkpoint", "bool", False, "delete the checkpoints already in "
+          "--checkpoint and start afresh: those of another run, or this run's without "
+          "--resume (with --resume, this run's are continued). Without it such a directory "
+          "is refused, the safe choice: a new run never prunes checkpoints it did not write"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
           "--memory and for resident rows on disk (default: the system temporary directory)"),
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
@@ -82,6 +88,47 @@ def _store_identity(store) -> dict:
     return ident
 
 
+def _existing_checkpoints(manager, identity: dict, resume: bool, overwrite: bool):
+    """The checkpoint this run continues (``resume``), else None; checkpoints it may not
+    prune (another run's, or this run's without ``resume``) are refused unless
+    ``overwrite``, which deletes them."""
+    from .checkpoint import differences
+    from .exceptions import CheckpointError
+    where = f"checkpoint directory {manager.url}"
+    if resume:
+        try:
+            state = manager.load_latest(expect={"identity": identity})
+        except CheckpointError as exc:
+            if not overwrite:
+                raise CheckpointError(f"{exc}; --overwrite-checkpoint "
+                                      f"(overwrite_checkpoint=True) deletes its checkpoints "
+                                      f"and starts afresh") from None
+            log.warning("%s; deleting them (overwrite_checkpoint)", exc)
+            manager.clear()
+            return None
+        if state is None:
+            log.warning("no checkpoint under %s: starting from scratch", manager.url)
+        return state
+    if not manager.list():
+        return None
+    newest = manager.newest()
+    if newest is None:
+        why = f"{where} holds checkpoints that cannot be read (all damaged)"
+    else:
+        diffs = differences(newest[1], {"identity": identity})
+        why = (f"{where} holds the checkpoints of another run (the newest, {newest[0]}, was "
+               f"written by a run with {diffs}); they are kept: use another --checkpoint "
+               f"directory" if diffs else
+               f"{where} holds checkpoints of this same run (the newest is {newest[0]}): "
+               f"continue it with --resume")
+    if not overwrite:
+        raise CheckpointError(f"{why}, or pass --overwrite-checkpoint "
+                              f"(overwrite_checkpoint=True) to delete them and start afresh")
+    log.warning("%s: deleting them (overwrite_checkpoint)", why)
+    manager.clear()
+    return None
+
+
 def make_solver(solver: str, params: dict):
     """The solver named ``solver`` with ``params`` (validated from its table)."""
     if solver not in SOLVERS:
@@ -91,7 +138,8 @@ def make_solver(solver: str, params: dict):
 
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
-          checkpoint_every_seconds=0.0, resume=False, storage_options=None, callback=None,
+          checkpoint_every_seconds=0.0, resume=False, overwrite_checkpoint=False,
+          storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           progress=False, scheduler=None, **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``;
@@ -115,6 +163,9 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         parameters, ``seed``, ``block_rows``, ``memory``, ``readers`` and ``prefetch`` must
         be the checkpoint's (each steers the run's path); a difference raises
         ``CheckpointError`` naming it.
+    overwrite_checkpoint : bool
+        Delete the checkpoints already in ``checkpoint`` (another run's, or without
+        ``resume`` this run's) instead of refusing to start.
     scratch_dir : str, optional
         Local directory for spilled per-row state and resident rows on disk.
     block_rows, prefetch, readers : int, optional
@@ -143,8 +194,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     OutputNotWritableError
         Before the first pass: ``checkpoint`` or ``scratch_dir`` cannot be written.
     CheckpointError
-        On resume, a checkpoint of another run (every differing parameter named); during
-        training, a checkpoint that cannot be written (the last good one named).
+        Before the first pass, ``checkpoint`` holding checkpoints of another run (every
+        differing parameter named), or of this run without ``resume``, unless
+        ``overwrite_checkpoint``; during training, a checkpoint that cannot be written (the
+        last good one named).
     OutputLockedError
         Another run is using ``checkpoint`` (named: pid, host, command, start time).
     """
@@ -196,10 +249,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
             lock = OutputLock(checkpoint, what="checkpoint directory", inside=True,
                               storage_options=storage_options).acquire()
             manager = CheckpointManager(checkpoint, storage_options=storage_options)
-            if resume:
-                state = manager.load_latest(expect={"identity": identity})
-                if state is None:
-                    log.warning("no checkpoint under %s: starting from scratch", checkpoint)
+            state = _existing_checkpoints(manager, identity, resume, overwrite_checkpoint)
 
             def save(arrays, meta):
                 manager.save(arrays, dict(meta, identity=identity))

@@ -42,7 +42,7 @@ import numpy as np
 from .exceptions import CheckpointError, InvalidParameterError
 from .io import join_url, url_to_fs
 
-__all__ = ["CheckpointManager", "FORMAT_VERSION", "parse_manifest"]
+__all__ = ["CheckpointManager", "FORMAT_VERSION", "differences", "parse_manifest"]
 
 FORMAT_VERSION = 2      # 2: manifest_sha256 (format 1 manifests had no checksum)
 _ALIGN = 64
@@ -180,27 +180,35 @@ class CheckpointManager:
                 problems.append(f"{name}: {reason}")
                 continue
             meta = manifest["meta"]
-            diffs = []
-            for key, want in (expect or {}).items():  # compared as JSON gives them back
-                want = json.loads(json.dumps(want))
-                found = meta.get(key, _MISSING)
-                if isinstance(want, dict) and isinstance(found, dict):
-                    diffs += _differences(found, want, ())   # named inside the group
-                elif found != want:
-                    diffs.append(((key,), found, want))
+            diffs = differences(meta, expect or {})
             if diffs:
-                was = ", ".join(f"{'.'.join(k)}={_show(f)}" for k, f, _ in diffs)
-                now = ", ".join(f"{'.'.join(k)}={_show(w)}" for k, _, w in diffs)
                 raise CheckpointError(f"checkpoint {name} under {self.url} was written by a run "
-                                      f"with {was}; this run has {now} — resume with the same "
-                                      f"data and parameters or use another --checkpoint "
-                                      f"directory")
+                                      f"with {diffs} — resume with the same data and "
+                                      f"parameters or use another --checkpoint directory")
             logger.info("resuming from checkpoint %s under %s", name, self.url)
             return arrays, meta
         if names:
             raise CheckpointError(f"all {len(names)} checkpoints under {self.url} are damaged: "
                                   + "; ".join(problems))
         return None
+
+    def newest(self):
+        """``(id, meta)`` of the newest checkpoint whose manifest passes its checks (its
+        payload is not read), or None."""
+        for name in self.list():
+            try:
+                return name, self._manifest(name)["meta"]
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def clear(self) -> int:
+        """Delete every checkpoint under the directory (manifests first, then payloads and
+        ``.partial`` files; other files are left alone); return the checkpoints deleted."""
+        files = sorted(self._scan(), key=lambda f: f[2] != "manifest")
+        for _, name, _, _ in files:
+            self._rm(name)
+        return sum(f[2] == "manifest" for f in files)
 
     def list(self) -> list[str]:
         """Ids (manifest file names) of the checkpoints present, newest first."""
@@ -426,6 +434,25 @@ def parse_manifest(data: bytes, name: str) -> dict:
     if end != size:
         raise bad("size", f"is {size}, but the arrays end at byte {end}")
     return man
+
+
+def differences(meta: dict, expect: dict) -> str:
+    """Where ``meta`` differs from ``expect`` (compared as JSON gives them back, nested
+    dicts named inside their group): ``"C=1.0, seed=0; this run has C=2.0, seed=3"``, or
+    ``""`` when they agree."""
+    diffs = []
+    for key, want in expect.items():
+        want = json.loads(json.dumps(want))
+        found = meta.get(key, _MISSING)
+        if isinstance(want, dict) and isinstance(found, dict):
+            diffs += _differences(found, want, ())
+        elif found != want:
+            diffs.append(((key,), found, want))
+    if not diffs:
+        return ""
+    was = ", ".join(f"{'.'.join(k)}={_show(f)}" for k, f, _ in diffs)
+    now = ", ".join(f"{'.'.join(k)}={_show(w)}" for k, _, w in diffs)
+    return f"{was}; this run has {now}"
 
 
 def _differences(found: dict, want: dict, path: tuple) -> list:
