@@ -4,6 +4,7 @@ two ``train``s on one checkpoint directory: exactly one wins, the other exits 2 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -58,11 +59,24 @@ def _holder(lock_path, proc, timeout=120.0):
     raise AssertionError(f"process {proc.pid} did not take {lock_path}")
 
 
+@contextlib.contextmanager
 def _gated(tmp_path, target, *args):
+    """The first process (``GATED``) and a function opening its gate and checking that it
+    then finishes with exit 0; killed on the way out if it is still running."""
     gate = tmp_path / "gate"
     proc = subprocess.Popen([sys.executable, "-c", GATED, str(gate), target, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return proc, gate
+
+    def open_gate():
+        gate.touch()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    try:
+        yield proc, open_gate
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _one_error_line(err: str, command: str) -> str:
@@ -202,9 +216,8 @@ def test_two_converts_to_one_output(tmp_path):
     write_svm(tmp_path / "a.svm", n=300, seed=1)
     write_svm(tmp_path / "b.svm", n=500, seed=2)
     out = tmp_path / "s.zarr"
-    first, gate = _gated(tmp_path, "streamsvm.io._convert:_convert", "convert",
-                         str(tmp_path / "a.svm"), str(out), "-q")
-    try:
+    with _gated(tmp_path, "streamsvm.io._convert:_convert", "convert",
+                str(tmp_path / "a.svm"), str(out), "-q") as (first, open_gate):
         holder = _holder(f"{out}.lock", first)
         assert holder["command"] == f"streamsvm convert {tmp_path / 'a.svm'} {out} -q"
         second = subprocess.run(CLI + ["convert", str(tmp_path / "b.svm"), str(out), "-q",
@@ -215,13 +228,7 @@ def test_two_converts_to_one_output(tmp_path):
                 f"{socket.gethostname()} (streamsvm convert {tmp_path / 'a.svm'} {out} -q) "
                 f"since {holder['started']}") in line
         assert not out.exists()                       # the loser touched nothing
-        gate.touch()
-        _, err = first.communicate(timeout=120)
-        assert first.returncode == 0, err
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        open_gate()
     assert not os.path.exists(f"{out}.lock")
     assert main(["verify", str(out), "-q"]) == 0
     assert open_store(str(out)).n_rows == 300
@@ -236,9 +243,8 @@ def test_two_trains_on_one_checkpoint_directory(tmp_path):
     convert(str(tmp_path / "a.svm"), str(store), chunk_rows=200)
     ck = tmp_path / "ck"
     args = [str(store), "-q", "-C", "0.1", "--checkpoint", str(ck)]
-    first, gate = _gated(tmp_path, "streamsvm._train:run", "train", *args,
-                         "-o", str(tmp_path / "a.json"))
-    try:
+    with _gated(tmp_path, "streamsvm._train:run", "train", *args,
+                "-o", str(tmp_path / "a.json")) as (first, open_gate):
         holder = _holder(ck / ".streamsvm.lock", first)
         second = subprocess.run(CLI + ["train", *args, "-o", str(tmp_path / "b.json")],
                                 capture_output=True, text=True)
@@ -248,13 +254,7 @@ def test_two_trains_on_one_checkpoint_directory(tmp_path):
                 f"{socket.gethostname()} (streamsvm train") in line
         assert f"since {holder['started']}" in line
         assert not (tmp_path / "b.json").exists()
-        gate.touch()
-        _, err = first.communicate(timeout=120)
-        assert first.returncode == 0, err
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        open_gate()
     assert not (ck / ".streamsvm.lock").exists()
     assert main(["train", *args, "-o", str(tmp_path / "c.json"), "--resume"]) == 0
     assert (tmp_path / "c.json").read_bytes() == (tmp_path / "a.json").read_bytes()
