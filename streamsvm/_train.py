@@ -36,24 +36,35 @@ log = logging.getLogger(__name__)
 RUN_PARAMS = (
     Param("memory", "size", "1GB", "RAM budget for per-row state, resident rows, blocks in "
           "flight and cached blocks (e.g. 2GB, 512MiB); the process peaks near the runtime "
-          "floor (about 190 MB) plus this"),
+          "floor (about 190 MB) plus this. It decides what stays in RAM, so it steers the "
+          "solver's path: --resume refuses a budget other than the checkpoint's (naming it)"),
     Param("seed", "int", 0, "seed of every random order (the same seed gives the same "
           "model)", low=0),
-    Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL)"),
+    Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL); "
+          "one run per directory: one already holding checkpoints needs --resume (this "
+          "run's) or --overwrite-checkpoint"),
     Param("checkpoint_every", "float", 1.0, "passes over the data between checkpoints (a "
           "checkpoint is also written at the end and on SIGINT/SIGTERM)", low=0.0,
           flag="--checkpoint-every-passes"),
     Param("checkpoint_every_seconds", "float", 0.0, "seconds between checkpoints (0: only by "
           "passes)", low=0.0),
     Param("resume", "bool", False, "continue from the newest valid checkpoint in "
-          "--checkpoint"),
+          "--checkpoint, bit for bit as if never stopped; the data, the solver's parameters, "
+          "--seed, --memory and --readers must be the checkpoint's (a difference is refused, "
+          "naming it)"),
+    Param("overwrite_checkpoint", "bool", False, "delete the checkpoints already in "
+          "--checkpoint and start afresh: those of another run, or this run's without "
+          "--resume (with --resume, this run's are continued). Without it such a directory "
+          "is refused, the safe choice: a new run never prunes checkpoints it did not write"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
           "--memory and for resident rows on disk (default: the system temporary directory); "
           "the space is reserved before the first pass, or the run refused with the bytes "
           "needed and free"),
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
-          "core; one per block in flight for a remote one)", low=1),
+          "core; one per block in flight for a remote one); charged to --memory, so "
+          "--resume needs the checkpoint's count (give it to resume on another machine)",
+          low=1),
     Param("scheduler", "str", None, "train on a dask cluster: the address of its scheduler "
           "(tcp://host:8786); its workers read the store themselves (shared filesystem or "
           "S3, with --storage-option) and --memory is each worker's budget; alm, nesvm and "
@@ -79,6 +90,47 @@ def _store_identity(store) -> dict:
     return ident
 
 
+def _existing_checkpoints(manager, identity: dict, resume: bool, overwrite: bool):
+    """The checkpoint this run continues (``resume``), else None; checkpoints it may not
+    prune (another run's, or this run's without ``resume``) are refused unless
+    ``overwrite``, which deletes them."""
+    from .checkpoint import differences
+    from .exceptions import CheckpointError
+    where = f"checkpoint directory {manager.url}"
+    if resume:
+        try:
+            state = manager.load_latest(expect={"identity": identity})
+        except CheckpointError as exc:
+            if not overwrite:
+                raise CheckpointError(f"{exc}; --overwrite-checkpoint "
+                                      f"(overwrite_checkpoint=True) deletes its checkpoints "
+                                      f"and starts afresh") from None
+            log.warning("%s; deleting them (overwrite_checkpoint)", exc)
+            manager.clear()
+            return None
+        if state is None:
+            log.warning("no checkpoint under %s: starting from scratch", manager.url)
+        return state
+    if not manager.list():
+        return None
+    newest = manager.newest()
+    if newest is None:
+        why = f"{where} holds checkpoints that cannot be read (all damaged)"
+    else:
+        diffs = differences(newest[1], {"identity": identity})
+        why = (f"{where} holds the checkpoints of another run (the newest, {newest[0]}, was "
+               f"written by a run with {diffs}); they are kept: use another --checkpoint "
+               f"directory" if diffs else
+               f"{where} holds checkpoints of this same run (the newest is {newest[0]}): "
+               f"continue it with --resume")
+    if not overwrite:
+        raise CheckpointError(f"{why}, or pass --overwrite-checkpoint "
+                              f"(overwrite_checkpoint=True) to delete them and start afresh")
+    log.warning("%s: deleting them (overwrite_checkpoint)", why)
+    manager.clear()
+    return None
+
+
 def make_solver(solver: str, params: dict):
     """The solver named ``solver`` with ``params`` (validated from its table)."""
     if solver not in SOLVERS:
@@ -88,7 +140,8 @@ def make_solver(solver: str, params: dict):
 
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
-          checkpoint_every_seconds=0.0, resume=False, storage_options=None, callback=None,
+          checkpoint_every_seconds=0.0, resume=False, overwrite_checkpoint=False,
+          storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           progress=False, scheduler=None, **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``;
@@ -108,7 +161,13 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         Passes over the data, or seconds, between checkpoints (0: only at the end or when
         interrupted).
     resume : bool
-        Continue from the newest valid checkpoint in ``checkpoint``.
+        Continue from the newest valid checkpoint in ``checkpoint``: the store, the solver's
+        parameters, ``seed``, ``block_rows``, ``memory``, ``readers`` and ``prefetch`` must
+        be the checkpoint's (each steers the run's path); a difference raises
+        ``CheckpointError`` naming it.
+    overwrite_checkpoint : bool
+        Delete the checkpoints already in ``checkpoint`` (another run's, or without
+        ``resume`` this run's) instead of refusing to start.
     scratch_dir : str, optional
         Local directory for spilled per-row state and resident rows on disk.
     block_rows, prefetch, readers : int, optional
@@ -141,11 +200,15 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     OutputNotWritableError
         Before the first pass: ``checkpoint`` or ``scratch_dir`` cannot be written.
     CheckpointError
-        On resume, a checkpoint of another run (every differing parameter named); during
-        training, a checkpoint that cannot be written (the last good one named).
+        Before the first pass, ``checkpoint`` holding checkpoints of another run (every
+        differing parameter named), or of this run without ``resume``, unless
+        ``overwrite_checkpoint``; during training, a checkpoint that cannot be written (the
+        last good one named).
+    OutputLockedError
+        Another run is using ``checkpoint`` (named: pid, host, command, start time).
     """
     from .checkpoint import CheckpointManager
-    from .io import open_store
+    from .io import OutputLock, open_store
     from .schedule import PassScheduler
     slv = make_solver(solver, params)       # validates every parameter before any pass
     if resume and checkpoint is None:
@@ -179,27 +242,31 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
                           prefetch=prefetch, readers=readers, scratch_dir=scratch_dir,
                           scheduler=scheduler, interrupt=should_stop)
-    manager = state = None
+    manager = state = lock = save = None
+    # everything that steers the run's path: the budget decides what stays in RAM, and the
+    # blocks read ahead and reader threads are charged to it (resume refuses another value)
     identity = {"store": _store_identity(store) if checkpoint is not None else None,
-                "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows}
-    if checkpoint is not None:
-        manager = CheckpointManager(checkpoint, storage_options=storage_options)
-        if resume:
-            state = manager.load_latest(expect={"identity": identity})
-            if state is None:
-                log.warning("no checkpoint under %s: starting from scratch", checkpoint)
-    save = None
-    if manager is not None:
-        def save(arrays, meta):
-            manager.save(arrays, dict(meta, identity=identity))
+                "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows,
+                "memory": sched.memory, "readers": sched.readers, "prefetch": sched.prefetch}
     t0 = time.perf_counter()
     try:
+        if checkpoint is not None:
+            # one run per checkpoint directory: its lock is held until the run ends
+            lock = OutputLock(checkpoint, what="checkpoint directory", inside=True,
+                              storage_options=storage_options).acquire()
+            manager = CheckpointManager(checkpoint, storage_options=storage_options)
+            state = _existing_checkpoints(manager, identity, resume, overwrite_checkpoint)
+
+            def save(arrays, meta):
+                manager.save(arrays, dict(meta, identity=identity))
         result = run(slv, sched, state=state, callback=callback, checkpoint=save,
                      every_passes=checkpoint_every, every_seconds=checkpoint_every_seconds,
                      should_stop=should_stop, progress=progress)
     finally:
         slv.close()
         sched.close()
+        if lock is not None:
+            lock.release()
     seconds = time.perf_counter() - t0
     # the history's deterministic columns: a run killed and resumed writes the same model
     # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)

@@ -22,6 +22,7 @@ __all__ = [
     "DataMismatchError",
     "OutputNotWritableError",
     "RemoteAccessError",
+    "OutputLockedError",
     "NotFittedError",
     "WorkerLostError",
     "ConvergenceWarning",
@@ -133,6 +134,16 @@ class RemoteAccessError(StreamSVMError, OSError):
     """A remote location (an S3 URL, ...) could not be reached, read or written: no
     credentials, credentials refused, no endpoint listening. The message names the URL and
     what to check."""
+
+
+class OutputLockedError(OutputNotWritableError):
+    """Another process is writing the same output (a store being converted, a checkpoint
+    directory in use). The message names it; ``holder`` holds its pid, host, command and
+    start time (None when its lock does not say)."""
+
+    def __init__(self, message: str, holder=None):
+        super().__init__(message)
+        self.holder = holder
 
 
 class WorkerLostError(StreamSVMError, RuntimeError):

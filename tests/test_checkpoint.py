@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -130,6 +131,7 @@ def assert_falls_back(url, caplog, reason):
 
 
 def damage_newest(url, how):
+    """Two checkpoints (pass 1 and 2), the newest damaged ``how`` ("none": intact)."""
     mgr = CheckpointManager(url, keep=3)
     mgr.save(*state(1))
     newest = mgr.save(*state(2))
@@ -280,12 +282,15 @@ def test_manifest_contents(tmp_path):
     ckpt_id = mgr.save({"w": np.ones(3, np.float32), "t": np.array(2)}, {"pass": 1})
     man = json.loads((tmp_path / "c" / ckpt_id).read_text())
     payload = tmp_path / "c" / man["payload"]
-    assert man["format"] == 1 and man["seq"] == 1 and man["meta"] == {"pass": 1}
+    assert man["format"] == 2 and man["seq"] == 1 and man["meta"] == {"pass": 1}
     assert man["size"] == payload.stat().st_size
     assert [(a["name"], a["dtype"], a["shape"]) for a in man["arrays"]] == [
         ("w", "<f4", [3]), ("t", "<i8", [])]
     assert all(a["offset"] % 64 == 0 for a in man["arrays"])
     assert "created" in man and len(man["sha256"]) == 64
+    body = {k: v for k, v in man.items() if k != "manifest_sha256"}
+    assert man["manifest_sha256"] == hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def test_file_url(tmp_path):
@@ -344,3 +349,133 @@ def test_full_disk_on_manifest(url, monkeypatch):
                                               r"on device.*no checkpoint was written before"):
         mgr.save(*state(1))
     assert files(url) == before
+
+
+# -- the manifest's own checksum and field checks (issue 33, item 2) ----------------------
+
+def _reseal(man: dict) -> bytes:
+    """``man`` with a valid ``manifest_sha256`` again (what a careful forger would write)."""
+    body = {k: v for k, v in man.items() if k != "manifest_sha256"}
+    man = dict(body, manifest_sha256=hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest())
+    return json.dumps(man, indent=1).encode()
+
+
+def test_every_bit_flip_of_a_manifest_is_caught(tmp_path):
+    """Each of the manifest's single-bit flips either fails its checks or leaves its
+    content unchanged (none loads with other content, none raises anything but
+    ``_Damaged``)."""
+    from streamsvm.checkpoint import _Damaged, parse_manifest
+    mgr = CheckpointManager(tmp_path / "c")
+    name = mgr.save({"w": np.arange(3.0), "mask": np.ones(2, bool)},
+                    {"pass": 3, "driver": {"done": False, "seconds": 1.5}, "kinds": ["a"]})
+    data = (tmp_path / "c" / name).read_bytes()
+    original = parse_manifest(data, name)
+    changed = 0
+    for i in range(len(data)):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[i] ^= 1 << bit
+            try:
+                man = parse_manifest(bytes(flipped), name)
+            except _Damaged:
+                continue
+            changed += man != original
+    assert changed == 0
+    assert len(data) * 8 > 4000                   # the loop did cover the whole manifest
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda m: m["arrays"][0].update(dtype="float64"), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(dtype="<f9"), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(dtype="[('a', '<f8')]"), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(dtype="__import__('os')"), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(dtype="|O"), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(dtype="<U5"), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(dtype=8), "arrays[0] ('w').dtype"),
+    (lambda m: m["arrays"][0].update(shape=[-1]), "arrays[0] ('w').shape"),
+    (lambda m: m["arrays"][0].update(shape=[5.0]), "arrays[0] ('w').shape"),
+    (lambda m: m["arrays"][0].update(shape=5), "arrays[0] ('w').shape"),
+    (lambda m: m["arrays"][0].update(shape=[10**6]), "arrays[0] ('w').offset"),
+    (lambda m: m["arrays"][0].update(offset=8), "arrays[0] ('w').offset"),
+    (lambda m: m["arrays"][0].update(offset="0"), "arrays[0] ('w').offset"),
+    (lambda m: m["arrays"][0].pop("offset"), "arrays[0] ('w').offset"),
+    (lambda m: m["arrays"][0].pop("name"), "arrays[0]"),
+    (lambda m: m["arrays"].append(dict(m["arrays"][0])), "arrays[1]"),
+    (lambda m: m.update(arrays={"w": 1}), "arrays"),
+    (lambda m: m.pop("arrays"), "arrays"),
+    (lambda m: m.update(size=-1), "size"),
+    (lambda m: m.update(size=str(m["size"])), "size"),
+    (lambda m: m.update(size=True), "size"),
+    (lambda m: m.pop("size"), "size"),
+    (lambda m: m.update(sha256="x" * 64), "sha256"),
+    (lambda m: m.pop("sha256"), "sha256"),
+    (lambda m: m.update(seq=1), "seq"),
+    (lambda m: m.update(seq="2"), "seq"),
+    (lambda m: m.update(payload="../../etc/passwd"), "payload"),
+    (lambda m: m.update(payload=m["payload"].replace("ckpt-00000002", "ckpt-00000001")),
+     "payload"),
+    (lambda m: m.update(meta=[["pass", 2]]), "meta"),
+    (lambda m: m.pop("meta"), "meta"),
+])
+def test_resealed_manifest_with_a_bad_field_is_damaged(url, caplog, edit, field):
+    """A manifest re-sealed (valid checksum) whose fields have the wrong type or layout is
+    damaged, named by its field; the previous checkpoint is used. Nothing is evaluated:
+    dtypes are matched against a pattern before numpy sees them."""
+    mgr = damage_newest(url, "none")
+    fs, path = fsspec.core.url_to_fs(url)
+    newest = f"{path}/manifest-00000002.json"
+    man = json.loads(fs.cat_file(newest))
+    edit(man)
+    fs.pipe_file(newest, _reseal(man))
+    assert_falls_back(url, caplog, f"field {field} ")
+    assert mgr.list()[0] == "manifest-00000002.json"
+
+
+@pytest.mark.parametrize("how, reason", [
+    (lambda m: m["meta"].update({"pass": 12}), "fails its checksum"),
+    (lambda m: m["arrays"][0].update(dtype="<i8"), "fails its checksum"),
+    (lambda m: m.pop("manifest_sha256"), "fails its checksum"),
+    (lambda m: m.update(manifest_sha256=None), "fails its checksum"),
+    (lambda m: m.update(format=1), "format 1 manifests carry no checksum"),
+])
+def test_edited_manifest_fails_its_checksum(url, caplog, how, reason):
+    damage_newest(url, "none")
+    fs, path = fsspec.core.url_to_fs(url)
+    newest = f"{path}/manifest-00000002.json"
+    man = json.loads(fs.cat_file(newest))
+    how(man)
+    fs.pipe_file(newest, json.dumps(man).encode())
+    assert_falls_back(url, caplog, reason)
+
+
+def test_payload_size_is_checked_before_allocating(url, caplog, monkeypatch):
+    """A re-sealed manifest claiming a huge payload is damaged without allocating it."""
+    damage_newest(url, "none")
+    fs, path = fsspec.core.url_to_fs(url)
+    newest = f"{path}/manifest-00000002.json"
+    man = json.loads(fs.cat_file(newest))
+    man["size"], man["arrays"][0]["shape"] = 1 << 50, [1 << 47]    # consistent, huge
+    fs.pipe_file(newest, _reseal(man))
+    real_empty = np.empty
+
+    def small_empty(shape, *a, **k):
+        assert np.prod(shape) < 1 << 30, "allocated what the manifest claims"
+        return real_empty(shape, *a, **k)
+    monkeypatch.setattr(np, "empty", small_empty)
+    assert_falls_back(url, caplog, "truncated")
+
+
+def test_damaged_manifests_only_raise_checkpoint_error(url, caplog):
+    damage_newest(url, "none")
+    fs, path = fsspec.core.url_to_fs(url)
+    for name in ("manifest-00000001.json", "manifest-00000002.json"):
+        man = json.loads(fs.cat_file(f"{path}/{name}"))
+        man["arrays"][0]["dtype"] = "<f3"
+        fs.pipe_file(f"{path}/{name}", _reseal(man))
+    with caplog.at_level(logging.WARNING, logger=LOGGER), \
+            pytest.raises(CheckpointError, match=r"all 2 checkpoints .* are damaged: "
+                                                 r"manifest-00000002\.json: manifest "
+                                                 r"manifest-00000002\.json: field arrays\[0\] "
+                                                 r"\('w'\)\.dtype is '<f3'"):
+        CheckpointManager(url).load_latest()

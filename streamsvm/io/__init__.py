@@ -5,6 +5,7 @@ Everything outside ``io/`` imports from here, never from a private ``io`` module
 from ._convert import NO_LIMIT, convert
 from ._derived import read_derived, write_derived
 from ._labels import label_key
+from ._lock import OutputLock
 from ._memory import InMemoryStore
 from ._parse import parse_block
 from ._source import describe_inputs, iter_blocks
@@ -15,7 +16,7 @@ from ._verify import verify_store
 from ._writer import write_store
 
 __all__ = ["ATTRS_KEY", "FORMAT_VERSION", "NO_LIMIT", "STDOUT", "Chunk", "InMemoryStore",
-           "Store", "access_error", "convert", "describe_inputs", "is_local", "iter_blocks",
-           "join_url", "label_key", "open_output", "open_store", "output_target",
+           "OutputLock", "Store", "access_error", "convert", "describe_inputs", "is_local",
+           "iter_blocks", "join_url", "label_key", "open_output", "open_store", "output_target",
            "parse_block", "read_derived", "read_meta", "remote_errors", "url_to_fs",
            "verify_store", "write_atomic", "write_derived", "write_store"]

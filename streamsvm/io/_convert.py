@@ -21,10 +21,12 @@ import time
 import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError, StoreWriteError
+from ._lock import OutputLock
 from ._parse import FLOAT32_MAX_VALUE, parse_block
 from ._shuffle import Shuffler, bucket_bytes
 from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
-from ._writer import StoreWriter, clean_failed_output, prepare_output, write_errors
+from ._writer import (StoreWriter, _check_not_an_input, check_output_parent,
+                      clean_failed_output, prepare_output, write_errors)
 
 __all__ = ["convert"]
 
@@ -136,6 +138,8 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     StoreWriteError
         The store or the shuffle's scratch files could not be written (disk full,
         read-only); the unfinished store is removed unless it has a resume point.
+    OutputLockedError
+        Another process is writing ``output`` (it is named; :class:`~streamsvm.io.OutputLock`).
 
     Examples
     --------
@@ -145,6 +149,24 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     >>> ss.convert(str(d / "t.svm"), str(d / "t.zarr")).n_rows
     2
     """
+    # one writer per output: its lock (beside the store) is taken before anything is
+    # touched; an output inside an input file is refused first (no lock can go there)
+    _check_not_an_input(os.fspath(output), _check_params(
+        inputs, chunk_rows, zero_based, dtype, task, n_features, seed)[0], storage_options)
+    check_output_parent(os.fspath(output), storage_options)   # before its lock goes there
+    with OutputLock(output, storage_options=storage_options):
+        return _convert(inputs, output, chunk_rows=chunk_rows, shuffle=shuffle, seed=seed,
+                        n_features=n_features, zero_based=zero_based, dtype=dtype, task=task,
+                        sort_indices=sort_indices, overwrite=overwrite, resume=resume,
+                        storage_options=storage_options, scratch_dir=scratch_dir,
+                        shuffle_memory=shuffle_memory, progress=progress,
+                        progress_bytes=progress_bytes, block_bytes=block_bytes)
+
+
+def _convert(inputs, output, *, chunk_rows, shuffle, seed, n_features, zero_based, dtype,
+             task, sort_indices, overwrite, resume, storage_options, scratch_dir,
+             shuffle_memory, progress, progress_bytes, block_bytes):
+    """:func:`convert`, under the output's lock."""
     inputs, zb = _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed)
     files = describe_inputs(inputs, storage_options)
     output = os.fspath(output)

@@ -27,8 +27,8 @@ from ._store import (ATTRS_KEY, FORMAT_VERSION, _zarr_store, is_bare_group, open
                      read_meta)
 from ._urls import is_local, join_url, missing_parent, url_to_fs
 
-__all__ = ["StoreWriter", "write_store", "prepare_output", "write_errors",
-           "clean_failed_output"]
+__all__ = ["StoreWriter", "write_store", "prepare_output", "check_output_parent",
+           "write_errors", "clean_failed_output"]
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,7 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
     anything is deleted.
     """
     fs, path = url_to_fs(url, storage_options)
-    if is_local(url) and missing_parent(path):      # never mkdir -p a mistyped path
-        raise OutputNotWritableError(f"cannot write the store {url!r}: directory "
-                                     f"{missing_parent(path)!r} does not exist")
+    check_output_parent(url, storage_options)
     _check_not_an_input(url, inputs, storage_options)
     meta = read_meta(url, storage_options)
     if meta is None and is_bare_group(url, storage_options):
@@ -138,6 +136,16 @@ def prepare_output(url: str, storage_options=None, *, overwrite: bool = False,
                                    f"(overwrite=True) to replace it")
         fs.rm(path, recursive=True)
     return None
+
+
+def check_output_parent(url: str, storage_options=None) -> None:
+    """Refuse a local store output whose parent directory does not exist (never ``mkdir
+    -p`` a mistyped path)."""
+    if is_local(url):
+        missing = missing_parent(url_to_fs(url, storage_options)[1])
+        if missing:
+            raise OutputNotWritableError(f"cannot write the store {url!r}: directory "
+                                         f"{missing!r} does not exist")
 
 
 def _describe(fs, path: str) -> str:

@@ -196,6 +196,22 @@ CLASS_WEIGHT_PARAM = Param("class_weight", "class_weight", None, "per-class mult
                            "(LIBLINEAR -wi), or 'balanced'")
 
 
+def _same_kind(value, current) -> bool:
+    """Whether a checkpointed state value may replace ``current``: a bool for a bool, a
+    number (int or float) for a number, a str, list or dict for one; None, or anything
+    where ``current`` is None, is accepted (such values change kind during a run)."""
+    if value is None or current is None:
+        return True
+    if isinstance(current, (bool, np.bool_)):
+        return isinstance(value, bool)
+    if isinstance(current, numbers.Real):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    for kind, json_kind in ((str, str), ((list, tuple), list), (dict, dict)):
+        if isinstance(current, kind):
+            return isinstance(value, json_kind)
+    return True
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class SolveResult:
     """What the driver returns.
@@ -355,6 +371,22 @@ class Solver(abc.ABC):
                                   f"(dcd, avsf and ww keep other states on a dask cluster, "
                                   f"their CoCoA+ loop, than on one machine: resume a run "
                                   f"where it was started)")
+        from ..exceptions import CheckpointError
+        for n in self.state_arrays:
+            have, got = getattr(self, n), arrays.get(n)
+            if got is None:
+                raise CheckpointError(f"checkpoint array solver.{n} is missing")
+            if got.shape != have.shape or got.dtype != have.dtype:
+                raise CheckpointError(f"checkpoint array solver.{n} has shape {got.shape} and "
+                                      f"dtype {got.dtype}; this {self.name} run has shape "
+                                      f"{have.shape} and dtype {have.dtype}")
+        for n in self.state_values:
+            if n not in meta:
+                raise CheckpointError(f"checkpoint field solver_meta.{n} is missing")
+            if not _same_kind(meta[n], getattr(self, n, None)):
+                raise CheckpointError(f"checkpoint field solver_meta.{n} is {meta[n]!r}; this "
+                                      f"{self.name} run holds a {type(getattr(self, n)).__name__}"
+                                      f" there")
         for n in self.state_arrays:
             getattr(self, n)[...] = arrays[n]
         for n in self.state_values:

@@ -29,7 +29,9 @@ plus the solver's own numbers named in ``Solver.history_extras`` (floats, checkp
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import reprlib
 import time
 import warnings
 
@@ -216,19 +218,99 @@ def _save(solver, sched, r, t0, checkpoint) -> None:
 
 
 def _restore(solver, sched, r, arrays: dict, meta: dict) -> None:
-    if meta.get("solver") != solver.name or meta.get("version") != _CHECKPOINT_VERSION:
+    """Continue the run a checkpoint (or snapshot) holds: every field the resume uses is
+    checked first; a checkpoint whose fields have the wrong type, shape or layout for this
+    run, or contradict each other, raises :class:`CheckpointError` naming the field (never
+    a ``KeyError``/``TypeError``/``IndexError`` from deep inside)."""
+    if not isinstance(meta, dict) or meta.get("solver") != solver.name or \
+            meta.get("version") != _CHECKPOINT_VERSION:
+        got = meta if isinstance(meta, dict) else {}
         raise CheckpointError(f"checkpoint is not a {solver.name} checkpoint of this version "
-                              f"(solver {meta.get('solver')!r}, version {meta.get('version')!r})")
+                              f"(solver {got.get('solver')!r}, version {got.get('version')!r})")
+    d = _meta_field(meta, "driver", dict)
+    for key in ("done", "converged"):
+        _meta_field(d, key, bool, "driver.")
+    for key in ("saved_passes", "seconds"):
+        value = _meta_field(d, key, (int, float), "driver.")
+        if isinstance(value, bool) or not np.isfinite(value) or value < 0:
+            raise CheckpointError(f"checkpoint field driver.{key} is {value!r}, not a "
+                                  f"non-negative number")
+    kinds = _meta_field(meta, "kinds", list)
+    if not all(isinstance(k, str) for k in kinds):
+        raise CheckpointError(f"checkpoint field kinds is {kinds!r}, not a list of names")
+    history = _checked_history(arrays, kinds, solver.history_extras)
     for name, st in sched.states.items():
-        st.load_array(arrays["state." + name])
-    sched.load_state_dict(meta["sched"])
-    solver.load_state_dict({k[len("solver."):]: v for k, v in arrays.items()
-                            if k.startswith("solver.")}, meta["solver_meta"])
-    r.history = _history_from_arrays(arrays, meta["kinds"], solver.history_extras)
-    d = meta["driver"]
-    r.done, r.converged = bool(d["done"]), bool(d["converged"])
+        with _field(f"array state.{name}"):
+            st.load_array(arrays["state." + name])
+    with _field("sched"):
+        sched.load_state_dict(_meta_field(meta, "sched", dict))
+    with _field("solver_meta"):
+        solver.load_state_dict({k[len("solver."):]: v for k, v in arrays.items()
+                                if k.startswith("solver.")},
+                               _meta_field(meta, "solver_meta", dict))
+    # what the driver's own fields claim, against what the checkpoint holds besides
+    if d["saved_passes"] != sched.passes:
+        raise CheckpointError(f"checkpoint field driver.saved_passes is {d['saved_passes']!r} "
+                              f"but its scheduler state is at pass {sched.passes!r}")
+    if d["converged"] and not (d["done"] and history and history[-1]["exact"]):
+        raise CheckpointError("checkpoint field driver.converged is true, but the run is not "
+                              "done or its last certificate is not exact")
+    if d["done"] and not d["converged"] and sched.passes < solver.max_passes:
+        raise CheckpointError(f"checkpoint field driver.done is true, but the run neither "
+                              f"converged nor reached max_passes={solver.max_passes:g} (it is "
+                              f"at pass {sched.passes:.2f})")
+    r.history = history
+    r.done, r.converged = d["done"], d["converged"]
     r.saved_passes = float(d["saved_passes"])
     r.seconds0 = float(d["seconds"])
+
+
+def _meta_field(meta: dict, key: str, kind, prefix: str = ""):
+    """``meta[key]``, which must be present and of type ``kind``."""
+    if key not in meta:
+        raise CheckpointError(f"checkpoint field {prefix}{key} is missing")
+    value = meta[key]
+    if not isinstance(value, kind):
+        raise CheckpointError(f"checkpoint field {prefix}{key} is {reprlib.repr(value)}, "
+                              f"not a {kind.__name__ if isinstance(kind, type) else 'number'}")
+    return value
+
+
+@contextlib.contextmanager
+def _field(where: str):
+    """Turn what a malformed checkpoint field makes a loader raise into a CheckpointError
+    naming the field (the key missing, or the error)."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except KeyError as exc:
+        raise CheckpointError(f"checkpoint field {where} lacks {exc.args[0]!r}") from None
+    except (TypeError, IndexError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint field {where} does not fit this run: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+
+def _checked_history(arrays: dict, kinds: list, extras) -> list:
+    """The history columns, each present, 1-D, of one length and of its kind of dtype."""
+    columns = {f"history.{k}": np.float64 for k in _FLOAT_KEYS + tuple(extras)}
+    columns.update({"history.active": np.int64, "history.exact": np.bool_,
+                    "history.kind": np.int32})            # as _history_to_arrays writes them
+    n = None
+    for name, dtype in columns.items():
+        a = arrays.get(name)
+        if a is None:
+            raise CheckpointError(f"checkpoint array {name} is missing")
+        if a.ndim != 1 or a.dtype != dtype or (n is not None and len(a) != n):
+            raise CheckpointError(f"checkpoint array {name} has shape {a.shape} and dtype "
+                                  f"{a.dtype}; expected one {np.dtype(dtype)} per iteration "
+                                  f"({n if n is not None else 'as the others'})")
+        n = len(a)
+    k = arrays["history.kind"]
+    if n and (k.min() < 0 or k.max() >= len(kinds)):
+        raise CheckpointError(f"checkpoint array history.kind holds {int(k.max())}, outside "
+                              f"the {len(kinds)} kinds recorded")
+    return _history_from_arrays(arrays, kinds, extras)
 
 
 def _history_to_arrays(history: list, extras=()) -> dict:
