@@ -42,8 +42,8 @@ import tempfile
 import time
 import uuid
 
-from ..exceptions import OutputLockedError, OutputNotWritableError
-from ._urls import is_local, join_url, url_to_fs
+from ..exceptions import OutputLockedError, OutputNotWritableError, RemoteAccessError
+from ._urls import access_error, is_local, join_url, url_to_fs
 
 __all__ = ["OutputLock"]
 
@@ -202,6 +202,9 @@ class OutputLock:
                 f"({type(fs).__name__}) does not create objects exclusively "
                 f"(pipe_file(mode='create')): {exc}") from exc
         except Exception as exc:  # noqa: BLE001 — permissions, network: not writable
+            why = access_error(exc, self.url)
+            if why is not None:        # credentials, the endpoint: what to check
+                raise RemoteAccessError(f"cannot access {self.url!r}: {why}") from exc
             raise OutputNotWritableError(f"cannot lock the {self.what} {self.url!r}: cannot "
                                          f"write its lock marker {self.lock_url}: "
                                          f"{type(exc).__name__}: {exc}") from exc

@@ -142,10 +142,15 @@ def check_output_parent(url: str, storage_options=None) -> None:
     """Refuse a local store output whose parent directory does not exist (never ``mkdir
     -p`` a mistyped path)."""
     if is_local(url):
-        missing = missing_parent(url_to_fs(url, storage_options)[1])
+        path = url_to_fs(url, storage_options)[1]
+        missing = missing_parent(path)
         if missing:
             raise OutputNotWritableError(f"cannot write the store {url!r}: directory "
                                          f"{missing!r} does not exist")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise OutputNotWritableError(f"cannot write the store {url!r}: Not a directory: "
+                                         f"{parent!r}")
 
 
 def _describe(fs, path: str) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ._jit import kernel, kernel_inline
 
-__all__ = ["smooth_hinge", "newton_rows", "newton_hess_add"]
+__all__ = ["smooth_hinge", "newton_rows", "newton_hess_add", "symmetrize_lower"]
 
 
 @kernel_inline
@@ -172,3 +172,17 @@ def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
                         v = vs * valb[t]
                         for lv in range(L):
                             H[ps, pt, lv] += hb[lv] * v
+
+
+@kernel
+def symmetrize_lower(out_H):
+    """Copy the lower triangle of the square ``out_H`` onto its upper one, in place (no
+    ``a×a`` temporaries): ``out_H[i, j] = 0.0 + out_H[j, i]`` for ``i < j``, the others
+    ``+ 0.0``. The same bits as ``low + tril(low, -1).T`` with ``low = tril(out_H)``, −0.0
+    included (it becomes +0.0 there too)."""
+    a = out_H.shape[0]
+    for i in range(a):
+        for j in range(i + 1):
+            out_H[i, j] = out_H[i, j] + 0.0
+        for j in range(i + 1, a):
+            out_H[i, j] = 0.0 + out_H[j, i]

@@ -27,6 +27,7 @@ import math
 import numbers
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -56,6 +57,18 @@ class Group:
     blocks: tuple
     views: tuple
     seed: int
+
+
+def _weak_call(method):
+    """A function calling the bound ``method`` while its object lives, holding it weakly:
+    what the scheduler hands the objects it owns does not make a reference cycle (its O(d)
+    arrays would stay until the cyclic collector's next full sweep)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args):
+        m = ref()
+        return None if m is None else m(*args)
+    return call
 
 
 def _mb(nbytes: int) -> str:
@@ -186,7 +199,8 @@ class PassScheduler:
         self._states: dict[str, RowState] = {}
         self._interrupt = interrupt
         self._setting_up = True         # until the first sweep (poll_interrupt)
-        self._scratch = ScratchDir(scratch_dir, poll=self.poll_interrupt)
+        self._poll = _weak_call(self.poll_interrupt)    # (no cycle through the scheduler)
+        self._scratch = ScratchDir(scratch_dir, poll=self._poll)
         if not self.remote:
             self._scratch.sweep()       # folders of dead runs (_scratch.py)
         self.sweep = 0
@@ -875,7 +889,7 @@ class PassScheduler:
             return st
         self.poll_interrupt()
         if nbytes == 0 or self.state_bytes + nbytes <= self.data_budget:
-            st = RowState(name, shape, dtype, fill, poll=self.poll_interrupt)
+            st = RowState(name, shape, dtype, fill, poll=self._poll)
         else:
             # the file's blocks reserved before it is mapped, or the state refused with the
             # numbers, before a byte is written (_state.py)
@@ -883,7 +897,7 @@ class PassScheduler:
             path = self._scratch.new_file(name, nbytes, f"per-row state {name!r} "
                                           f"({self.n_rows:,} rows of {row} B)")
             try:
-                st = RowState(name, shape, dtype, fill, path=path, poll=self.poll_interrupt)
+                st = RowState(name, shape, dtype, fill, path=path, poll=self._poll)
             except BaseException:
                 self._scratch.discard(path)
                 raise

@@ -106,7 +106,7 @@ from ..exceptions import InvalidParameterError
 from ..kernels import csr_matmat, csr_matvec, csr_rmatmat_add, csr_rmatvec_add
 from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
-from ..kernels._newton import newton_hess_add, newton_rows, smooth_hinge
+from ..kernels._newton import newton_hess_add, newton_rows, smooth_hinge, symmetrize_lower
 from ..problem import Problem
 from ..schedule import Accumulator
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
@@ -216,30 +216,7 @@ class NewtonSolver(Solver):
         D1 = d + 1
         self.sq = self.loss == "squared_hinge"
         self.cg = self._uses_cg(d)
-        self.full_h = D1 <= self.max_dense and not self.cg
-        self.a = 1 if self.cg else D1 if self.full_h else self.max_dense
-        # smoothing levels per evaluation point (kernels/_newton.py): the hinge can
-        # speculate the next level α/β (cg works from the rows of one level); points per
-        # trying pass: the first _POINTS Armijo trials (one when unfused, or with cg). Fewer
-        # of both when their Hessians do not fit the budget.
-        self.L = 1 if self.sq or self.cg else 2
-        self.P = 1 if self.cg or not self.fused else _POINTS
-        while True:
-            try:
-                sched.check_budget("newton", {"the models, gradients and Hessians": 8 * k * (
-                    7 * D1 + (1 + self.P) * self.L * (D1 + self.a ** 2))})
-                break
-            except InvalidParameterError:
-                if self.P == 1 and self.L == 1:
-                    raise
-                if self.P > 1:
-                    self.P -= 1
-                else:
-                    self.L = 1
-        if (self.P, self.L) != (1 if self.cg or not self.fused else _POINTS,
-                                1 if self.sq or self.cg else 2):
-            log.info("newton: the budget leaves room for Hessians at %d point(s) and %d "
-                     "level(s) per pass", self.P, self.L)
+        self._fit_hessians(sched)
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.sq)
@@ -297,7 +274,63 @@ class NewtonSolver(Solver):
             self.states = states
             self.rows = sched.resident_rows(
                 self.near, states, extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + 9 * k + 16 * k,
-                fixed_bytes=self.W.nbytes * 8, ram=True, disk=False)
+                fixed_bytes=sum(self._needs(sched).values()), ram=True, disk=False)
+
+    def _fit_hessians(self, sched) -> None:
+        """The Hessian path (dense or cg), its columns ``a``, the smoothing levels ``L`` and
+        the points ``P`` per pass whose Hessians the budget holds.
+
+        A pass sums ``P·L`` Hessians of ``a²`` entries per model into run accumulators
+        (one array per level of the reduction tree: ``sched.run_bytes``), reorders them
+        into one copy, keeps ``L`` between passes, and the Newton system takes two ``a×a``
+        copies. Fewer points, then one level, when they do not fit; with ``hessian="auto"``
+        the Hessian-free path when not even one fits (a dense Hessian of ``n_features + 1``
+        columns over a small budget), on a cluster the budget is refused.
+        """
+        D1 = self.d + 1
+        while True:
+            self.full_h = D1 <= self.max_dense and not self.cg
+            self.a = 1 if self.cg else D1 if self.full_h else self.max_dense
+            # smoothing levels per evaluation point (kernels/_newton.py): the hinge can
+            # speculate the next level α/β (cg works from the rows of one level); points per
+            # trying pass: the first _POINTS Armijo trials (one when unfused, or with cg)
+            top = (1 if self.cg or not self.fused else _POINTS, 1 if self.sq or self.cg else 2)
+            self.P, self.L = top
+            refused = self._shrink_to_budget(sched)
+            if refused is None:
+                break
+            if self.cg or self.hessian != "auto" or sched.remote:
+                raise refused
+            log.info("newton: dense Hessians of %d columns do not fit the memory budget: "
+                     "the Hessian-free (cg) path (%s)", self.a, refused)
+            self.cg = True
+        if (self.P, self.L) != top:
+            log.info("newton: the budget leaves room for Hessians at %d point(s) and %d "
+                     "level(s) per pass", self.P, self.L)
+
+    def _shrink_to_budget(self, sched):
+        """Fewer points, then one level, until :meth:`_needs` fits the budget; the refusal
+        when not even one point at one level fits, else None."""
+        while True:
+            try:
+                sched.check_budget("newton", self._needs(sched))
+                return None
+            except InvalidParameterError as exc:
+                if self.P == 1 and self.L == 1:
+                    return exc
+                if self.P > 1:
+                    self.P -= 1
+                else:
+                    self.L = 1
+
+    def _needs(self, sched) -> dict:
+        """What must stay in memory for the Hessian path chosen (:meth:`_fit_hessians`)."""
+        k, D1, a, P, L = self.k, self.d + 1, self.a, self.P, self.L
+        per_pass = 8 * k * P * L * (D1 + a * a)            # the pass's g and H sums
+        return {"the models and their gradients": 8 * k * (7 * D1 + L * D1),
+                "the Hessians kept between passes": 8 * k * L * a * a,
+                "the pass's gradient and Hessian sums": sched.run_bytes(per_pass),
+                "their reordered copy and the Newton system": per_pass + 2 * 8 * a * a}
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
@@ -442,8 +475,7 @@ class NewtonSolver(Solver):
         H = res["H"] = np.ascontiguousarray(res["H"].transpose(0, 3, 1, 2))   # (k, L, a, a)
         for c in range(k):
             for lv in range(L):
-                low = np.tril(H[c, lv])
-                H[c, lv] = low + np.tril(low, -1).T
+                symmetrize_lower(H[c, lv])
         return res, E
 
     def _set_amap(self, c) -> None:

@@ -350,3 +350,42 @@ def test_cg_kill_and_resume_is_bit_identical(tmp_path):
     check_kill_and_resume(
         lambda **kw: train(store, solver="newton", hessian="cg", tol=1e-4, **kw), tmp_path,
         stops=(2, 5))
+
+
+# -- the dense Hessians against the memory budget --------------------------------------------
+
+def _wide(n=3000, d=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.05, random_state=seed, format="csr")
+    y = np.where(X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return X, y
+
+
+def test_symmetrize_lower_gives_the_bits_of_tril_plus_its_transpose():
+    from streamsvm.kernels._newton import symmetrize_lower
+    rng = np.random.default_rng(0)
+    for a in (1, 2, 7, 64):
+        H = rng.standard_normal((a, a))
+        H[rng.random((a, a)) < 0.2] = -0.0
+        low = np.tril(H)
+        want = low + np.tril(low, -1).T
+        symmetrize_lower(H)
+        assert H.tobytes() == want.tobytes()
+
+
+def test_dense_hessians_that_do_not_fit_the_budget_take_the_cg_path(caplog):
+    """Every run accumulator of a pass's Hessians is charged (one array per level of the
+    reduction tree, the reordered copy, the Newton system): a budget they do not fit
+    either runs Hessian-free (auto) or is refused (dense), never exceeded."""
+    import logging
+    X, y = _wide()
+    big, rb = _fit(X, y, loss="squared_hinge", tol=1e-5, memory="1GB")
+    with caplog.at_level(logging.INFO, logger="streamsvm.solvers.newton"):
+        small, rs = _fit(X, y, loss="squared_hinge", tol=1e-5, memory="6MB")
+    assert "Hessian-free (cg) path" in caplog.text
+    assert rb.converged and rs.converged
+    pb = primal(X, y, big.coef[0], big.intercept[0], 1.0, "squared_hinge")
+    ps = primal(X, y, small.coef[0], small.intercept[0], 1.0, "squared_hinge")
+    assert abs(ps - pb) <= 2e-5 * pb
+    with pytest.raises(InvalidParameterError, match="memory"):
+        _fit(X, y, loss="squared_hinge", memory="6MB", hessian="dense")
