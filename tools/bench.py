@@ -9,6 +9,7 @@ results file, Markdown tables and PNG plots::
     python tools/bench.py --suite full           # everything (hours)
     python tools/bench.py --io-baseline STORE    # time to read + decompress a store once
     python tools/bench.py --checks-cost STORE    # what the store's integrity checks cost a pass
+    python tools/bench.py --memory-bound STORE --memory 200MB   # each solver's peak RSS
     python tools/bench.py --scheduler STORE      # passes/s on a dask LocalCluster of 1 and 2
     python tools/bench.py --render bench-out/quick/results.json   # tables and plots again
 
@@ -1334,6 +1335,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "nesvm, ww; default alm,dcd)")
     p.add_argument("--dask-C", type=float, default=1.0, metavar="C",
                    help="with --scheduler: the cost C of every run (default 1)")
+    p.add_argument("--memory-bound", metavar="STORE",
+                   help="peak RSS of every solver's 'streamsvm train STORE --memory M' against "
+                        "its runtime floor + M + its model (tools/_bench_memory.py): M is "
+                        "--memory, the solvers --methods (default all), --max-passes caps "
+                        "each run, --losses the loss (default hinge)")
     p.add_argument("--checks-cost", metavar="STORE",
                    help="time dcd's streamed sweeps over STORE with and without the store's "
                         "integrity checks, in alternation (--repeat rounds, default 6)")
@@ -1417,6 +1423,19 @@ def main(argv=None) -> int:
         _save_side(r, argv, args.out or os.path.join(ROOT, "bench-out", "scheduler"),
                    "scheduler.json")
         print(scaling_table(r))
+        return 0
+    if args.memory_bound:
+        from streamsvm.solvers import SOLVERS
+        from tools._bench_memory import memory_bound, memory_table
+        solvers = [n for n in sorted(SOLVERS) if not args.methods or any(
+            m.strip() in n for m in args.methods.split(","))]
+        out_dir = args.out or os.path.join(ROOT, "bench-out", "memory-bound")
+        r = memory_bound(args.memory_bound, memory=args.memory, solvers=solvers,
+                         out_dir=out_dir, run_child=run_child,
+                         loss=(args.losses or "hinge").split(",")[0],
+                         max_passes=args.max_passes)
+        _save_side(r, argv, out_dir, "memory-bound.json")
+        print(memory_table(r))
         return 0
     if args.checks_cost:
         r = checks_cost(args.checks_cost, rounds=args.repeat or 6)
