@@ -8,8 +8,8 @@ import logging
 import os
 import select
 import sys
-import textwrap
 
+from ._cli_args import add_storage, add_train, path_outputs, solver_args, storage_options
 from .exceptions import InvalidParameterError, StreamSVMError
 
 __all__ = ["main", "build_parser"]
@@ -24,30 +24,6 @@ examples:
   streamsvm evaluate model.json test.zarr --json
   streamsvm quickstart          # convert, train and evaluate on the bundled a9a sample
 """
-
-
-def _storage_options(pairs) -> dict:
-    out = {}
-    for item in pairs or []:
-        if "=" not in item:
-            raise InvalidParameterError(f"--storage-option expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass
-        cur = out
-        parts = key.split(".")
-        for p in parts[:-1]:  # client_kwargs.endpoint_url=... → nested dicts
-            cur = cur.setdefault(p, {})
-        cur[parts[-1]] = value
-    return out
-
-
-def _add_storage(p):
-    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", default=[],
-                   help="fsspec option for remote URLs, repeatable; dotted keys nest "
-                        "(e.g. client_kwargs.endpoint_url=http://127.0.0.1:9000, anon=false)")
 
 
 def _add_global_options(p, dest: str):
@@ -112,14 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="text between resume points that --resume continues from (default "
                         "512MB; each costs one flush of partial shards)")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    _add_storage(c)
+    add_storage(c)
 
     i = sub.add_parser("info", help="describe a store",
                        description="Rows, features, non-zeros, density, chunks, labels, bytes "
                                    "on disk, compression ratio and source of a store.")
     i.add_argument("store", help="store path or URL")
     i.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_storage(i)
+    add_storage(i)
 
     v = sub.add_parser("verify", help="check a store's checksums and structure",
                        description="Read the whole store once and check every checksum (the "
@@ -132,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("store", help="store path or URL")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    _add_storage(v)
+    add_storage(v)
 
-    _add_train(sub)
+    add_train(sub)
 
     for name, helptext in (("predict", "write one predicted label per row"),
                            ("evaluate", "accuracy (and objective) of a model on data")):
@@ -154,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
             e.add_argument("--json", action="store_true", help="print one JSON object")
         e.add_argument("--zero-based", choices=["yes", "no"], default="no",
                        help="index base of a libsvm DATA file (default no)")
-        _add_storage(e)
+        add_storage(e)
 
     q = sub.add_parser("quickstart", help="run the main job on the bundled a9a sample",
                        description="Convert the bundled a9a sample (LIBSVM's adult data) into "
@@ -166,68 +142,6 @@ def build_parser() -> argparse.ArgumentParser:
     for p in sub.choices.values():
         _add_global_options(p, "verbose_after")
     return parser
-
-
-def _add_train(sub) -> None:
-    """The ``train`` command: its options generated from the run's table and every solver's
-    declared parameters (no hand-copied flag list)."""
-    from ._train import RUN_PARAMS
-    from .solvers import SOLVERS
-    t = sub.add_parser("train", help="train a linear SVM on a store",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description=textwrap.fill(
-                           "Train by streaming the store's chunks through a solver, until its "
-                           "certificate (the exact relative duality gap for dcd) is at most "
-                           "--tol, or at --max-passes.", 88) + "\n\nsolvers:\n" + "\n".join(
-                           textwrap.fill(SOLVERS[n].summary, 88, initial_indent=f"  {n:9s}",
-                                         subsequent_indent=" " * 11) for n in sorted(SOLVERS)))
-    t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
-    t.add_argument("-o", "--output", required=True,
-                   help="model file to write (JSON; '-': standard output, the summary then "
-                        "goes to standard error); its directory must exist")
-    t.add_argument("--solver", default="dcd", choices=sorted(SOLVERS),
-                   help="the method (default dcd)")
-    run = t.add_argument_group("run options")
-    for p in RUN_PARAMS:
-        _add_param(run, p, p.default, "")
-    run.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
-                     help="model file format (liblinear: LIBLINEAR's text model)")
-    run.add_argument("--json", action="store_true", help="print a JSON summary at the end, "
-                                                           "the whole history included")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    _add_storage(run)
-    group = t.add_argument_group("solver parameters (the solvers taking each one in brackets; "
-                                 "unset: the solver's default)")
-    seen: dict = {}
-    for name in sorted(SOLVERS):
-        for p in SOLVERS[name].params:
-            seen.setdefault(p.name, (p, []))[1].append(name)
-    for p, names in seen.values():
-        defaults = {SOLVERS[n].param_table()[p.name].default for n in names}
-        choices = sorted({c for n in names for c in (SOLVERS[n].param_table()[p.name].choices
-                                                     or ())})
-        _add_param(group, p, None, f" [{', '.join(names)}]" + (
-            f" (default {defaults.pop()})" if len(defaults) == 1 else ""), choices)
-
-
-def _add_param(group, p, default, note: str, choices=None) -> None:
-    """One option from a declared :class:`~streamsvm.solvers._base.Param`."""
-    dest = p.name
-    if p.kind == "bool":
-        group.add_argument(p.cli_flag, dest=dest, default=default,
-                           action=argparse.BooleanOptionalAction, help=p.help + note)
-    elif p.kind == "class_weight":
-        group.add_argument(p.cli_flag, dest=dest, action="append", default=default,
-                           metavar="LABEL=W|balanced", help=p.help + ", repeatable" + note)
-    elif p.kind == "choice":
-        group.add_argument(p.cli_flag, dest=dest, default=default,
-                           choices=choices or list(p.choices), help=p.help + note)
-    else:
-        conv = {"float": float, "int": int}.get(p.kind, str)
-        shown = f" (default {p.default})" if default is not None and p.default is not None \
-            and not note else ""
-        group.add_argument(p.cli_flag, dest=dest, type=conv, default=default,
-                           metavar=p.name.upper(), help=p.help + shown + note)
 
 
 def _version() -> str:
@@ -245,7 +159,7 @@ def _cmd_convert(args) -> int:
                     seed=args.seed, n_features=args.n_features, zero_based=args.zero_based,
                     dtype=args.dtype, task=args.task, sort_indices=args.sort_indices,
                     overwrite=args.overwrite, resume=args.resume,
-                    storage_options=_storage_options(args.storage_option),
+                    storage_options=storage_options(args.storage_option),
                     scratch_dir=args.scratch_dir,
                     shuffle_memory=parse_size(args.shuffle_memory, "--shuffle-memory"),
                     progress_bytes=max(1, parse_size(args.resume_every, "--resume-every")),
@@ -258,7 +172,7 @@ def _cmd_convert(args) -> int:
 
 def _cmd_info(args) -> int:
     from .io import open_store
-    info = open_store(args.store, storage_options=_storage_options(args.storage_option)).info()
+    info = open_store(args.store, storage_options=storage_options(args.storage_option)).info()
     if args.json:
         print(json.dumps(info, indent=None, sort_keys=True))
         return 0
@@ -279,7 +193,7 @@ def _cmd_info(args) -> int:
 
 def _cmd_verify(args) -> int:
     from .io import verify_store
-    rep = verify_store(args.store, storage_options=_storage_options(args.storage_option),
+    rep = verify_store(args.store, storage_options=storage_options(args.storage_option),
                        progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps(rep))
@@ -326,59 +240,6 @@ def _cmd_quickstart(args) -> int:
         ["evaluate", str(model_path), str(work / "a9a.t.zarr")]))
 
 
-def _class_weight(items):
-    if not items:
-        return None
-    if items == ["balanced"]:
-        return "balanced"
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise InvalidParameterError(f"--class-weight expects LABEL=WEIGHT or "
-                                        f"'balanced', got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[float(k)] = float(v)
-        except ValueError:
-            raise InvalidParameterError(f"--class-weight {item!r}: LABEL and "
-                                        f"WEIGHT must be numbers") from None
-    return out
-
-
-def _solver_args(args) -> dict:
-    """The solver parameters given on the command line, checked against ``--solver``."""
-    from .solvers import SOLVERS
-    table = SOLVERS[args.solver].param_table()
-    every = {p.name: p for cls in SOLVERS.values() for p in cls.params}
-    out = {}
-    for name, p in every.items():
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        if name not in table:
-            raise InvalidParameterError(f"{p.cli_flag} is not a parameter of solver "
-                                        f"{args.solver!r} (its parameters: "
-                                        f"{', '.join(q.cli_flag for q in table.values())})")
-        out[name] = _class_weight(value) if p.kind == "class_weight" else \
-            p.validate(f"solver {args.solver!r}", value) if p.kind == "floats" else value
-    return out
-
-
-def _path_outputs(output: str, C_path) -> dict:
-    """The model file of each C: ``output`` itself, or with a path of C values (``--C-path``)
-    ``output`` with ``{C}`` replaced by each value."""
-    if not C_path or len(C_path) == 1:
-        return {None: output}
-    if "{C}" not in output:
-        raise InvalidParameterError(f"--C-path trains {len(C_path)} models: the model output "
-                                    f"(-o) must contain {{C}}, replaced by each C value (e.g. "
-                                    f"-o 'model-C{{C}}.json'); got {output!r}")
-    outputs = {C: output.replace("{C}", f"{C:g}") for C in C_path}
-    if len(set(outputs.values())) < len(C_path):
-        raise InvalidParameterError(f"--C-path names a C value twice: {C_path}")
-    return outputs
-
-
 def _cmd_train(args) -> int:
     import signal
     import threading
@@ -386,10 +247,10 @@ def _cmd_train(args) -> int:
     from ._outputs import check_writable_file
     from ._train import train
     from .io import open_store
-    so = _storage_options(args.storage_option)
-    params = _solver_args(args)
+    so = storage_options(args.storage_option)
+    params = solver_args(args)
     # the model's location first: a run that cannot save its model does not start
-    outputs = _path_outputs(args.output, params.get("C_path"))
+    outputs = path_outputs(args.output, params.get("C_path"))
     for out in outputs.values():
         check_writable_file(out, what="model output (-o)", storage_options=so)
     stop = threading.Event()
@@ -475,7 +336,7 @@ def _cmd_predict(args) -> int:
     from ._evaluate import predict_to_file
     from ._outputs import check_not_an_input, check_writable_file
     from .io import STDOUT
-    so = _storage_options(args.storage_option)
+    so = storage_options(args.storage_option)
     # the output first: nothing is read when the predictions could not be written
     what = "prediction output (-o)"
     check_not_an_input(args.output, (args.model, args.data), what=what)
@@ -489,7 +350,7 @@ def _cmd_predict(args) -> int:
 
 def _cmd_evaluate(args) -> int:
     from ._evaluate import evaluate
-    so = _storage_options(args.storage_option)
+    so = storage_options(args.storage_option)
     res = evaluate(_load_model(args.model, so), args.data, storage_options=so,
                    zero_based=args.zero_based)
     if args.json:

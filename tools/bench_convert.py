@@ -556,7 +556,8 @@ def measure_parse_encode(plain: str, store_url: str, *, chunk_rows: int, batch_b
     ``batch_bytes`` of text held in memory (reading is not timed)."""
     from streamsvm.io._parse import parse_block
     from streamsvm.io._source import describe_inputs, iter_blocks
-    from streamsvm.io._writer import StoreWriter, prepare_output
+    from streamsvm.io._output import prepare_output
+    from streamsvm.io._writer import StoreWriter
     lo, hi = _index_limits()
     text = os.path.getsize(plain)
     parse_s = parse_cpu = enc_s = enc_cpu = 0.0

@@ -25,8 +25,9 @@ from ._lock import OutputLock
 from ._parse import FLOAT32_MAX_VALUE, parse_block
 from ._shuffle import Shuffler, bucket_bytes
 from ._source import BLOCK_BYTES, describe_inputs, iter_blocks
-from ._writer import (StoreWriter, _check_not_an_input, check_output_parent,
-                      clean_failed_output, prepare_output, write_errors)
+from ._output import (check_not_an_input, check_output_parent, clean_failed_output,
+                      prepare_output, write_errors)
+from ._writer import StoreWriter
 
 __all__ = ["convert"]
 
@@ -151,7 +152,7 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     """
     # one writer per output: its lock (beside the store) is taken before anything is
     # touched; an output inside an input file is refused first (no lock can go there)
-    _check_not_an_input(os.fspath(output), _check_params(
+    check_not_an_input(os.fspath(output), _check_params(
         inputs, chunk_rows, zero_based, dtype, task, n_features, seed)[0], storage_options)
     check_output_parent(os.fspath(output), storage_options)   # before its lock goes there
     with OutputLock(output, storage_options=storage_options):

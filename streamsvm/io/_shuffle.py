@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 from .._scratch import private_dir
-from ._writer import write_errors
+from ._output import write_errors
 
 __all__ = ["Shuffler", "bucket_bytes"]
 

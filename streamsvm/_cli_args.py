@@ -1,0 +1,154 @@
+"""How the command line's arguments are declared and read: fsspec options, the ``train``
+options generated from the run's table and every solver's declared parameters (no
+hand-copied flag list), and the values they give (class weights, solver parameters, the
+model outputs of a path of C values)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+
+from .exceptions import InvalidParameterError
+
+__all__ = ["storage_options", "add_storage", "add_train", "add_param", "class_weight",
+           "solver_args", "path_outputs"]
+
+
+def storage_options(pairs) -> dict:
+    out = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise InvalidParameterError(f"--storage-option expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+        cur = out
+        parts = key.split(".")
+        for p in parts[:-1]:  # client_kwargs.endpoint_url=... → nested dicts
+            cur = cur.setdefault(p, {})
+        cur[parts[-1]] = value
+    return out
+
+
+def add_storage(p):
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", default=[],
+                   help="fsspec option for remote URLs, repeatable; dotted keys nest "
+                        "(e.g. client_kwargs.endpoint_url=http://127.0.0.1:9000, anon=false)")
+
+
+def add_train(sub) -> None:
+    """The ``train`` command: its options generated from the run's table and every solver's
+    declared parameters (no hand-copied flag list)."""
+    from ._train import RUN_PARAMS
+    from .solvers import SOLVERS
+    t = sub.add_parser("train", help="train a linear SVM on a store",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=textwrap.fill(
+                           "Train by streaming the store's chunks through a solver, until its "
+                           "certificate (the exact relative duality gap for dcd) is at most "
+                           "--tol, or at --max-passes.", 88) + "\n\nsolvers:\n" + "\n".join(
+                           textwrap.fill(SOLVERS[n].summary, 88, initial_indent=f"  {n:9s}",
+                                         subsequent_indent=" " * 11) for n in sorted(SOLVERS)))
+    t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
+    t.add_argument("-o", "--output", required=True,
+                   help="model file to write (JSON; '-': standard output, the summary then "
+                        "goes to standard error); its directory must exist")
+    t.add_argument("--solver", default="dcd", choices=sorted(SOLVERS),
+                   help="the method (default dcd)")
+    run = t.add_argument_group("run options")
+    for p in RUN_PARAMS:
+        add_param(run, p, p.default, "")
+    run.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
+                     help="model file format (liblinear: LIBLINEAR's text model)")
+    run.add_argument("--json", action="store_true", help="print a JSON summary at the end, "
+                                                           "the whole history included")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_storage(run)
+    group = t.add_argument_group("solver parameters (the solvers taking each one in brackets; "
+                                 "unset: the solver's default)")
+    seen: dict = {}
+    for name in sorted(SOLVERS):
+        for p in SOLVERS[name].params:
+            seen.setdefault(p.name, (p, []))[1].append(name)
+    for p, names in seen.values():
+        defaults = {SOLVERS[n].param_table()[p.name].default for n in names}
+        choices = sorted({c for n in names for c in (SOLVERS[n].param_table()[p.name].choices
+                                                     or ())})
+        add_param(group, p, None, f" [{', '.join(names)}]" + (
+            f" (default {defaults.pop()})" if len(defaults) == 1 else ""), choices)
+
+
+def add_param(group, p, default, note: str, choices=None) -> None:
+    """One option from a declared :class:`~streamsvm.solvers._base.Param`."""
+    dest = p.name
+    if p.kind == "bool":
+        group.add_argument(p.cli_flag, dest=dest, default=default,
+                           action=argparse.BooleanOptionalAction, help=p.help + note)
+    elif p.kind == "class_weight":
+        group.add_argument(p.cli_flag, dest=dest, action="append", default=default,
+                           metavar="LABEL=W|balanced", help=p.help + ", repeatable" + note)
+    elif p.kind == "choice":
+        group.add_argument(p.cli_flag, dest=dest, default=default,
+                           choices=choices or list(p.choices), help=p.help + note)
+    else:
+        conv = {"float": float, "int": int}.get(p.kind, str)
+        shown = f" (default {p.default})" if default is not None and p.default is not None \
+            and not note else ""
+        group.add_argument(p.cli_flag, dest=dest, type=conv, default=default,
+                           metavar=p.name.upper(), help=p.help + shown + note)
+
+
+def class_weight(items):
+    if not items:
+        return None
+    if items == ["balanced"]:
+        return "balanced"
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise InvalidParameterError(f"--class-weight expects LABEL=WEIGHT or "
+                                        f"'balanced', got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[float(k)] = float(v)
+        except ValueError:
+            raise InvalidParameterError(f"--class-weight {item!r}: LABEL and "
+                                        f"WEIGHT must be numbers") from None
+    return out
+
+
+def solver_args(args) -> dict:
+    """The solver parameters given on the command line, checked against ``--solver``."""
+    from .solvers import SOLVERS
+    table = SOLVERS[args.solver].param_table()
+    every = {p.name: p for cls in SOLVERS.values() for p in cls.params}
+    out = {}
+    for name, p in every.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if name not in table:
+            raise InvalidParameterError(f"{p.cli_flag} is not a parameter of solver "
+                                        f"{args.solver!r} (its parameters: "
+                                        f"{', '.join(q.cli_flag for q in table.values())})")
+        out[name] = class_weight(value) if p.kind == "class_weight" else \
+            p.validate(f"solver {args.solver!r}", value) if p.kind == "floats" else value
+    return out
+
+
+def path_outputs(output: str, C_path) -> dict:
+    """The model file of each C: ``output`` itself, or with a path of C values (``--C-path``)
+    ``output`` with ``{C}`` replaced by each value."""
+    if not C_path or len(C_path) == 1:
+        return {None: output}
+    if "{C}" not in output:
+        raise InvalidParameterError(f"--C-path trains {len(C_path)} models: the model output "
+                                    f"(-o) must contain {{C}}, replaced by each C value (e.g. "
+                                    f"-o 'model-C{{C}}.json'); got {output!r}")
+    outputs = {C: output.replace("{C}", f"{C:g}") for C in C_path}
+    if len(set(outputs.values())) < len(C_path):
+        raise InvalidParameterError(f"--C-path names a C value twice: {C_path}")
+    return outputs
