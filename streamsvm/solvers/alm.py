@@ -58,6 +58,7 @@ cg_steps`` with ``cg``). One-vs-rest classes share every pass (λ and e are n ×
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 
@@ -72,6 +73,8 @@ from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, SVC_LOSS_PARAM, Par
                     register)
 
 __all__ = ["AlmSolver"]
+
+log = logging.getLogger(__name__)
 
 _BALANCE_RATIO = 10.0    # residual balancing: change μ when one residual is 10× the other
 _BALANCE_CHANGES = 50    # ... at most this many times (ADMM converges for eventually fixed μ)
@@ -186,12 +189,17 @@ class AlmSolver(Solver):
         self.paper = self.mode == "paper"
         self.gram = self.inner == "gram" or (self.inner == "auto" and not self.paper and
                                              D1 <= self.max_gram)
+        if self.gram and self.inner == "auto":
+            try:
+                sched.check_budget("alm", self._needs(sched))
+            except InvalidParameterError as exc:       # the Gram path does not fit: cg
+                log.info("alm: the Gram matrix of %d columns does not fit the memory "
+                         "budget: inner='cg' (%s)", D1, exc)
+                self.gram = False
         self.steps = 1 if self.paper and self.inner == "auto" else self.cg_steps
         self.jacobi = self.precondition and not self.paper and not self.gram
         self.free = bool(self.free_bias and self.bias)
-        sched.check_budget("alm", {
-            "the models, gradients and dual sums": 8 * D1 * K * 9,
-            "the Gram matrix and its factor": 2 * 8 * D1 * D1 if self.gram else 0})
+        sched.check_budget("alm", self._needs(sched))
         prob = self.problem(store).resolved(store.classes, store.label_counts)
         self.Cp, self.Cn = prob.costs(store.classes, store.label_counts)
         self.pos = np.ones(K) if self.m == 1 else np.arange(self.m, dtype=np.float64)
@@ -221,6 +229,17 @@ class AlmSolver(Solver):
         self.calm = 0                               # stop_rule="residuals": calm iterations
         self.n_sv = 0
         self._factor = None                         # (μ, Cholesky factor), not saved
+
+    def _needs(self, sched) -> dict:
+        """What must stay in memory: the models and sums, and with the Gram path the Gram
+        matrix kept between passes plus, at most at once, the first pass's run accumulators
+        of it (one per level of the reduction tree: ``sched.run_bytes``) or its Cholesky
+        factor (computed in place of one copy)."""
+        D1, K = self.d1, self.k
+        gram = 8 * D1 * D1
+        return {"the models, gradients and dual sums": 8 * D1 * K * 9,
+                "the Gram matrix, its pass's sums or its factor":
+                    gram + max(sched.run_bytes(gram), gram) if self.gram else 0}
 
     state_arrays = ("W", "Wcert", "mus", "primal", "dual", "gap", "last", "dq", "H0", "colsq")
     state_values = ("iters", "changes", "n_sv", "calm")
@@ -360,11 +379,15 @@ class AlmSolver(Solver):
     def _solve_gram(self, G, mu) -> np.ndarray:
         """``(ĀᵀĀ + D/μ)⁻¹ Āᵀz`` by Cholesky (the factor kept while μ stays)."""
         if self._factor is None or self._factor[0] != mu:
-            A = self.H0 + np.diag(self.reg / mu)
+            self._factor = None                   # (its memory back before the next one)
+            # H0 + diag(reg/μ) with no D1×D1 temporary, in Fortran order: factored in place
+            A = np.array(self.H0, order="F")
+            A += 0.0                              # (−0.0 → +0.0, as the sum with diag gave)
+            A.flat[::self.d1 + 1] = np.diagonal(self.H0) + self.reg / mu
             if not self.bias:
                 A[-1, -1] = 1.0                   # no bias column: b stays 0
             try:
-                self._factor = (mu, scipy.linalg.cho_factor(A, lower=False,
+                self._factor = (mu, scipy.linalg.cho_factor(A, lower=False, overwrite_a=True,
                                                             check_finite=False))
             except np.linalg.LinAlgError as exc:
                 raise InvalidParameterError(

@@ -272,3 +272,22 @@ def test_errors_name_the_parameter(small):
         train(store, solver="alm", inner="gram", max_gram=50)
     with pytest.raises(InvalidParameterError, match="free_bias=True needs a bias"):
         train(store, solver="alm", bias=0.0)
+
+
+def test_a_gram_matrix_that_does_not_fit_the_budget_takes_the_cg_path(caplog):
+    """The Gram path charges its matrix, the first pass's run accumulators of it (one per
+    level of the reduction tree) and its factor: inner='auto' takes cg where they do not fit
+    the budget, inner='gram' is refused there, naming the memory; both certify otherwise."""
+    import logging
+    rng = np.random.default_rng(0)
+    n, d = 3000, 300
+    X = sp.random(n, d, density=0.05, random_state=0, format="csr")
+    y = np.where(X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    store = InMemoryStore(X, y, chunk_rows=500)
+    big, rb = _fit(store, memory="1GB", tol=1e-4)
+    with caplog.at_level(logging.INFO, logger="streamsvm.solvers.alm"):
+        small, rs = _fit(store, memory="5MB", tol=1e-4, max_passes=2000)
+    assert "inner='cg'" in caplog.text and rb.converged and rs.converged
+    assert abs(rs.primal - rb.primal) <= 2e-4 * rb.primal
+    with pytest.raises(InvalidParameterError, match="memory"):
+        _fit(store, memory="5MB", inner="gram")
