@@ -249,9 +249,11 @@ class NesvmSolver(Solver):
         # the Lipschitz phase: a cached value, or the power iteration's (or stats) passes
         self.lam = np.full(1, np.nan)               # Λ_S (hinge) or Λ (squared)
         self.stats = np.zeros(4)                    # Σ s̄, Σ q̄, Σ q̄/s̄, max q̄/s̄
-        self.theta = np.zeros(_POWER_VECTORS)      # Ritz values, largest first
+        # (a space of D1 < _POWER_VECTORS dimensions holds D1 vectors: all of it)
+        self.nv = min(_POWER_VECTORS, D1)
+        self.theta = np.zeros(self.nv)              # Ritz values, largest first
         rng = sched.rng(0x4E45)                     # the power iteration's start
-        V = rng.standard_normal((D1, _POWER_VECTORS))
+        V = rng.standard_normal((D1, _POWER_VECTORS))[:, :self.nv]
         V[:, 0] = 1.0
         if not self.bias:
             V[-1] = 0.0
@@ -261,7 +263,7 @@ class NesvmSolver(Solver):
             self.stats[:] = cached["stats"]
             if self.lipschitz == "power" and cached.get("lambda") is not None and \
                     vecs is not None and vecs.shape == self.V.shape and \
-                    len(cached.get("theta", ())) == _POWER_VECTORS:
+                    len(cached.get("theta", ())) == self.nv:
                 self.lam[0] = cached["lambda"]
                 self.theta[:] = cached["theta"]
                 self.V[...] = vecs
@@ -401,7 +403,7 @@ class NesvmSolver(Solver):
     def _beta(self, c) -> np.ndarray:
         """``β`` of ``M = I + Σ_j β_j v_j v_jᵀ`` for model ``c`` (0 when not preconditioned)."""
         if not self.preconditioned:
-            return np.zeros(_POWER_VECTORS - 1)
+            return np.zeros(self.nv - 1)
         L0, a = self._curvatures()      # L_M (1 + β_j) = L0 + a θ_j on v_j, L_M = L0 + a θ_b
         return a[c] * (self.theta[:-1] - self.theta[-1]) / (L0[c] + a[c] * self.theta[-1])
 

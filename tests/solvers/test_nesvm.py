@@ -325,3 +325,15 @@ def test_screening_skips_blocks_and_keeps_the_iterates():
     assert screened.n_iter == plain.n_iter
     with pytest.raises(InvalidParameterError, match="screening"):
         train(store, solver="nesvm", loss="squared", screening=True)
+
+
+@pytest.mark.parametrize("d", [1, 2, 6, 7])
+def test_fewer_features_than_power_vectors_certify(d):
+    """With n_features + 1 < 8 the block power iteration holds the whole space (it raised
+    'could not broadcast (7,) into (8,)' on 6 features)."""
+    rng = np.random.default_rng(d)
+    X = rng.standard_normal((200, d))
+    y = np.where(X @ rng.standard_normal(d) > 0, 1.0, -1.0)
+    model, res = train(InMemoryStore(sp.csr_matrix(X), y, chunk_rows=50), solver="nesvm",
+                       max_passes=3000)
+    assert res.converged and res.stop_value <= 1e-3
