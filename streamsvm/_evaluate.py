@@ -160,7 +160,10 @@ class UnseenFeatures:
                         f"{self.n_features:,}", self.max_index)
 
 
-def _scores(model: LinearModel, indptr, indices, data):
+def _scores(model: LinearModel, W, indptr, indices, data):
+    """Decision values of a block of rows; ``W``: ``model.coef.T`` C-contiguous, made once
+    by the caller (a copy per block held a multiclass model's weights twice, over and
+    over)."""
     keep = indices < model.n_features          # unseen features weigh nothing
     if not keep.all():
         import scipy.sparse as sp
@@ -168,7 +171,6 @@ def _scores(model: LinearModel, indptr, indices, data):
         X = X[:, :model.n_features].tocsr()
         indptr, indices, data = X.indptr.astype(np.int64), X.indices, X.data
     out = np.zeros((len(indptr) - 1, model.coef.shape[0]))
-    W = np.ascontiguousarray(model.coef.T)
     csr_matmat((np.asarray(indptr, dtype=np.int64), indices, data), W, out)
     return out + model.intercept
 
@@ -189,10 +191,11 @@ def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no")
     costs = problem.costs(model.classes) if objective else None
     per_class = np.zeros((len(model.classes), 2), dtype=np.int64)      # [rows, correct]
     unseen = UnseenFeatures(model.n_features)
+    W = np.ascontiguousarray(model.coef.T)
     for indptr, indices, values, labels in iter_labelled_blocks(
             data, storage_options=storage_options, zero_based=zero_based,
             classes=model.classes, unseen=unseen):
-        scores = _scores(model, indptr, indices, values)
+        scores = _scores(model, W, indptr, indices, values)
         enc = model.predict_encoded(scores[:, 0] if model.task == "binary" else scores)
         truth = model.class_indices(labels)
         hit = enc == truth
@@ -229,10 +232,11 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
     from .io import open_output
     n = 0
     unseen = UnseenFeatures(model.n_features)
+    W = np.ascontiguousarray(model.coef.T)
     with open_output(os.fspath(out_path), storage_options) as f:
         for indptr, indices, values, _ in iter_labelled_blocks(
                 data, storage_options=storage_options, zero_based=zero_based, unseen=unseen):
-            s = _scores(model, indptr, indices, values)
+            s = _scores(model, W, indptr, indices, values)
             if model.task == "binary":
                 s = s[:, 0]
             if scores:
