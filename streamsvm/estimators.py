@@ -197,7 +197,9 @@ class LinearSVC:
         if isinstance(X, (str, os.PathLike)) or hasattr(X, "read_chunk"):
             from ._evaluate import UnseenFeatures, _scores, iter_labelled_blocks
             unseen = UnseenFeatures(self.n_features_in_)
-            out = [_scores(self.model_, *b[:3]) for b in iter_labelled_blocks(X, unseen=unseen)]
+            W = np.ascontiguousarray(self.model_.coef.T)
+            out = [_scores(self.model_, W, *b[:3])
+                   for b in iter_labelled_blocks(X, unseen=unseen)]
             unseen.warn()
             s = np.concatenate(out)
             return s[:, 0] if self.model_.task == "binary" else s
