@@ -45,6 +45,28 @@ RUNS = [
     ("dna-sqhinge-3MB", "dna/dna.scale", 256, dict(loss="squared_hinge", memory="3MB")),
     ("vowel-sqhinge-ram", "vowel/vowel.scale", 128, dict(loss="squared_hinge", max_passes=80)),
     ("synth-hinge-disk", "synth:60000", 8192, dict(loss="hinge", memory="12MB")),
+    ("letter-hinge-ram", "letter/letter.scale", 2048, dict(loss="hinge", max_passes=60)),
+    # every other solver, in RAM and streamed (resident rows, hot rows, spilled state)
+    ("avsf-a9a-C10-ram", "a9a/a9a", 4096, dict(solver="avsf", loss="hinge", C=10.0)),
+    ("avsf-a9a-6MB", "a9a/a9a", 4096, dict(solver="avsf", loss="hinge", memory="6MB",
+                                           max_passes=60)),
+    ("avsf-dna-ovr", "dna/dna.scale", 256, dict(solver="avsf", loss="squared_hinge")),
+    ("newton-a9a-hinge-ram", "a9a/a9a", 4096, dict(solver="newton", loss="hinge")),
+    ("newton-a9a-hinge-6MB", "a9a/a9a", 4096, dict(solver="newton", loss="hinge",
+                                                   memory="6MB", max_passes=40)),
+    ("newton-a9a-cg", "a9a/a9a", 4096, dict(solver="newton", loss="squared_hinge",
+                                            max_dense=50)),
+    ("newton-dna-ovr", "dna/dna.scale", 256, dict(solver="newton", loss="hinge",
+                                                  max_passes=40)),
+    ("nesvm-a9a-ram", "a9a/a9a", 4096, dict(solver="nesvm", max_passes=300)),
+    ("nesvm-a9a-6MB", "a9a/a9a", 4096, dict(solver="nesvm", memory="6MB", max_passes=80)),
+    ("alm-a9a-ram", "a9a/a9a", 4096, dict(solver="alm", loss="hinge", max_passes=100)),
+    ("alm-a9a-cg-6MB", "a9a/a9a", 4096, dict(solver="alm", loss="squared_hinge",
+                                             inner="cg", memory="6MB", max_passes=60)),
+    ("ww-dna-ram", "dna/dna.scale", 256, dict(solver="ww", max_passes=60)),
+    ("ww-letter-5MB", "letter/letter.scale", 2048, dict(solver="ww", memory="5MB",
+                                                        max_passes=20)),
+    ("ww-vowel-ram", "vowel/vowel.scale", 128, dict(solver="ww", max_passes=100)),
 ]
 
 
