@@ -37,6 +37,7 @@ from ._blocks import Block, BlockLayout
 from ._heap import release_free_heap
 from ._local import LocalBackend, default_readers, reader_bytes
 from ._memory import parse_memory
+from ._needs import Need, RowField
 from ._orders import (RESIDENT_STREAM, ROW_STREAM, USER_STREAM, chunk_groups, mix64,
                       sweep_order, visit_ranks)
 from ._reduce import Folder
@@ -205,6 +206,7 @@ class PassScheduler:
             self._scratch.sweep()       # folders of dead runs (_scratch.py)
         self.sweep = 0
         self.reserved = 0
+        self._held = 0                # bytes of the needs check_budget accepted
         self._dropped = 0             # cached bytes dropped since the heap was trimmed
         self.cyclic_sweeps = 0
         self.rows_visited = 0
@@ -352,13 +354,23 @@ class PassScheduler:
         """The bytes states, cached blocks, blocks in flight and reservations may use."""
         return int(self.memory * (1.0 - self.ALLOCATOR_HEADROOM))
 
-    def run_bytes(self, nbytes: int) -> int:
+    def _run_bytes(self, nbytes: int) -> int:
         """The most bytes a run accumulator of ``nbytes`` (``Accumulator``, not per block)
         holds at once in a :meth:`map_reduce` pass over this store: one array per level of
-        the reduction tree over its groups, ``⌈log2 G⌉ + 1`` (``_reduce.py``). For a
-        solver's :meth:`check_budget` when its reductions are O(d)."""
+        the reduction tree over its groups, ``⌈log2 G⌉ + 1`` (``_reduce.py``)."""
         g = max(1, int(self._layout.n_groups))
         return int(nbytes) * ((g - 1).bit_length() + 1)
+
+    def need_bytes(self, need) -> int:
+        """The bytes of a declared :class:`~streamsvm.schedule.Need` (or a sequence of them):
+        its arrays, and for the sums of a pass every array of its reduction tree."""
+        if isinstance(need, (list, tuple)):
+            return sum(self.need_bytes(n) for n in need)
+        if not isinstance(need, Need):
+            raise InvalidParameterError(f"a solver's needs are declared as Need records, "
+                                        f"not {type(need).__name__} ({need!r})")
+        nbytes = need.nbytes({"block": int(np.max(self._layout.sizes, initial=0))})
+        return self._run_bytes(nbytes) if need.per_pass else nbytes
 
     def check_budget(self, owner: str, needs: dict) -> None:
         """Refuse, before the first pass, a budget too small for what must stay in memory.
@@ -367,18 +379,21 @@ class PassScheduler:
         ----------
         owner : str
             Who needs it (a solver's name), for the message.
-        needs : dict of str to int
-            Bytes a solver must hold whatever the budget (its model, its running sums),
-            by what they are. The blocks in flight are added here: when the budget cannot
-            hold ``prefetch`` blocks read ahead, fewer are (down to none), and the reader
-            keeps fewer decoded inner chunks.
+        needs : dict of str to Need or sequence of Need
+            What a solver must hold whatever the budget (its models, their running sums, a
+            pass's sums), by what they are (:class:`~streamsvm.schedule.Need`). The
+            scheduler turns them into bytes; the blocks in flight are added here: when the
+            budget cannot hold ``prefetch`` blocks read ahead, fewer are (down to none), and
+            the reader keeps fewer decoded inner chunks. Accepted needs are held: the room
+            of resident and hot rows leaves them out.
 
         Raises
         ------
         InvalidParameterError
             Naming the smallest ``memory`` that holds them all.
         """
-        fixed = sum(int(v) for v in needs.values())
+        needs = {what: self.need_bytes(n) for what, n in needs.items()}
+        fixed = sum(needs.values())
         depth0, readers0 = self._backend.prefetch_asked, self._backend.readers_asked
         # the most decoded inner chunks kept, then the most blocks read ahead, then the most
         # reader threads that fit; the consumer decodes too while it would wait when one
@@ -396,6 +411,7 @@ class PassScheduler:
                                         "chunks per array", _mb(self.memory), depth, readers,
                                         depth0, readers0, keep)
                         self._set_read_ahead(depth, keep, readers, helps)
+                        self._held = fixed
                         return
         needs = dict(needs)
         needs["2 blocks in flight and the inner chunks being decoded"] = self._inflight(0, 1, 1)
@@ -725,7 +741,18 @@ class PassScheduler:
         finally:
             self.kernel_seconds += time.perf_counter() - t0
 
-    def resident_rows(self, key, states=(), **kw):
+    def _row_bytes(self, states, fields) -> int:
+        """What a resident row costs beside its CSR entries: its pointer (int64), label
+        (4 bytes), global id (int64), its values of ``states`` (local copies) and the
+        solver's declared per-row ``fields`` (:class:`~streamsvm.schedule.RowField`)."""
+        for f in fields:
+            if not isinstance(f, RowField):
+                raise InvalidParameterError(f"a resident row's fields are declared as "
+                                            f"RowField records, not {f!r}")
+        own = sum(st.dtype.itemsize * (st.width or 1) for st in states)
+        return 8 + 4 + 8 + own + sum(f.nbytes() for f in fields)
+
+    def resident_rows(self, key, states=(), *, fields=(), **kw):
         """Rows a solver keeps for revisits without a pass over the store
         (:class:`~streamsvm.schedule._resident.ResidentRows`: RAM and disk slabs, charged
         to the budget, their visits counted).
@@ -736,16 +763,22 @@ class PassScheduler:
             A row is kept while any of its columns is at least ``threshold`` (default 1).
         states : sequence of RowState
             Copied locally for the RAM slab (and written back when it is left).
+        fields : sequence of RowField
+            What the solver keeps per resident row besides (the scheduler counts the rows'
+            CSR entries, labels, ids and state copies itself): with the needs
+            :meth:`check_budget` accepted, what sizes the RAM slab.
         **kw
-            ``extra_row_bytes``, ``fixed_bytes``, ``ram``, ``disk``, ``disk_fraction``,
-            ``threshold`` of :class:`~streamsvm.schedule._resident.ResidentRows`.
+            ``ram``, ``disk``, ``disk_fraction``, ``threshold`` of
+            :class:`~streamsvm.schedule._resident.ResidentRows`.
         """
         if self.remote:
-            self._backend.iter_blocks(())           # raises: not on a cluster
+            raise InvalidParameterError("resident rows live in the training process: not on "
+                                        "a dask cluster")
         from ._resident import ResidentRows
-        return ResidentRows(self, key, states, **kw)
+        return ResidentRows(self, key, states, extra_row_bytes=self._row_bytes(states, fields),
+                            fixed_bytes=self._held, **kw)
 
-    def hot_rows(self, states, flag, **kw):
+    def hot_rows(self, states, flag, *, fields=(), max_rows: int):
         """Rows a solver visits beside the sweeps, copied to RAM as their blocks go by
         (:class:`~streamsvm.schedule._hot.HotRows`: AVSF's hot cache, charged to the budget).
 
@@ -755,14 +788,19 @@ class PassScheduler:
             Held locally while a row is hot (written back when it leaves).
         flag : RowState
             uint8, 1 while a row is hot.
-        **kw
-            ``max_rows``, ``room``, ``extra_row_bytes`` of
-            :class:`~streamsvm.schedule._hot.HotRows`.
+        fields : sequence of RowField
+            What the solver keeps per hot row besides (as :meth:`resident_rows`).
+        max_rows : int
+            Most rows held; fewer when the budget left by the states, the blocks in flight
+            and the needs :meth:`check_budget` accepted holds fewer.
         """
         if self.remote:
-            self._backend.iter_blocks(())           # raises: not on a cluster
+            raise InvalidParameterError("hot rows live in the training process: not on a "
+                                        "dask cluster")
         from ._hot import HotRows
-        return HotRows(self, states, flag, **kw)
+        room = self.data_budget - self.state_bytes - self.inflight_bytes - self._held
+        return HotRows(self, states, flag, max_rows=max_rows, room=room,
+                       extra_row_bytes=self._row_bytes(states, fields))
 
     def _plan(self, order, active) -> tuple[np.ndarray, int]:
         self._setting_up = False

@@ -57,7 +57,7 @@ from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_group, avsf_mas
 from ..exceptions import InvalidParameterError
 from ..kernels._dcd import dcd_check, dcd_estimate
 from ..problem import Problem
-from ..schedule import Accumulator, chunk_groups
+from ..schedule import Accumulator, Need, RowField, chunk_groups
 from .dcd import _fold_stats
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Param, Solver, register)
@@ -130,7 +130,11 @@ class AVSFSolver(Solver):
         binary = store.task == "binary"
         k = self.k = 1 if binary else len(store.classes)
         d = sched.n_features
-        sched.check_budget("avsf", {"the models": 8 * k * d})
+        # besides the models: a pair of blocks' visit codes and scratch (about 2 visits per
+        # row and model), as the hot rows' room leaves them out
+        sched.check_budget("avsf", {"the models": Need((d, k)),
+                                    "a pair of blocks' visit codes": Need(("block", 4 * k + 3),
+                                                                          count=2)})
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
@@ -154,27 +158,23 @@ class AVSFSolver(Solver):
         # it was last read
         self.owed = np.zeros((sched.n_blocks, k), np.int64)
         self.last_read = np.zeros(sched.n_blocks, np.int64)
-        # a hot row: pointer, label, id, ‖x‖², α and p, its visit codes (2 per model)
-        extra = 8 + 4 + 8 + 8 + 2 * 8 * k + 16 * k
-        # besides: a pair of blocks' visit codes and scratch (about 2 visits per row and model)
-        room = sched.data_budget - sched.state_bytes - sched.inflight_bytes - \
-            self.W.nbytes - 2 * int(np.max(sched.block_sizes)) * (32 * k + 24)
+        # a hot row: its α and p (the scheduler counts its entries, pointer, label and id),
+        # ‖x‖² and its visit codes (2 per model)
         self.hot = sched.hot_rows((self.alpha, self.p), self.hot_flag,
-                                  max_rows=int(self.cache * n), room=room,
-                                  extra_row_bytes=extra)
-        whole_bytes = store.nnz * self.hot.row_bytes + n * extra
-        if self.cache > 0 and whole_bytes <= max(0, room):
+                                  fields=(RowField("float64"), RowField("int64", 2 * k)),
+                                  max_rows=int(self.cache * n))
+        if self.cache > 0 and self.hot.fits_store():
             self.hot.load_all()                     # the paper's epochs, in RAM
         else:
             asked = int(self.cache * n)
-            per_row = extra + self.hot.row_bytes * store.nnz / max(1, n)   # a mean row
-            fits = int(min(asked, max(0, room) // per_row))
+            fits = min(asked, self.hot.rows_that_fit())
             if fits < 0.5 * asked:
                 logger.warning(
                     "avsf: the memory budget leaves room for about %d hot rows of the %d "
                     "asked (--cache %g); streamed without them, chunk order costs many more "
                     "epochs (24x on a9a, BENCHMARKS.md 'avsf'): raise --memory by about "
-                    "%.1f MB", fits, asked, self.cache, (asked - fits) * per_row / 1e6)
+                    "%.1f MB", fits, asked, self.cache,
+                    (asked - fits) * self.hot.mean_row_bytes() / 1e6)
         # a mean row: once the cache has no room for one, blocks are not offered their rows
         # (most offers then copied nothing: on the 10^6-row text-like store at 96 MB, 9 of
         # 10, a tenth of an epoch's time)

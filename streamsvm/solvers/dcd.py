@@ -52,7 +52,7 @@ import numpy as np
 
 from ..kernels._dcd import dcd_check, dcd_estimate, dcd_sweep, dcd_terms_add
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need, RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Param, Solver, register, rel_gap)
 from ._dcd_ram import PerClass, RamSlab
@@ -93,10 +93,9 @@ class DCDSolver(Solver):
         binary = store.task == "binary"
         k = self.k = 1 if binary else len(store.classes)
         d = sched.n_features
-        # the streamed exact check sums the shrunk rows afresh: its run arrays, d×k each
-        check = sched.run_bytes(8 * k * d)
-        sched.check_budget("dcd", {"the model and its shrinking sums": 2 * 8 * k * d,
-                                   "the exact check's sums": check})
+        # the streamed exact check sums the shrunk rows afresh: a pass's sums, d×k
+        sched.check_budget("dcd", {"the model and its shrinking sums": Need((d, k), count=2),
+                                   "the exact check's sums": Need((d, k), per_pass=True)})
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
@@ -108,12 +107,13 @@ class DCDSolver(Solver):
         self.model = ((self.W[:, 0], self.wb, self.zu[:, 0], self.zs) if k == 1
                       else (self.W, self.wb, self.zu, self.zs))
         # 9k bytes per row: labels and ‖x_i‖² come with the rows, and the certificate terms
-        # are summed while the rows are visited, so only α and the shrink flags persist.
+        # are summed while the rows are visited, so only α and the shrink flags persist;
+        # a RAM slab's rows also keep ‖x̄_i‖² and their margins (_dcd_ram.py)
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
         self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
         self.rows = sched.resident_rows(
-            self.active, (self.alpha, self.active), extra_row_bytes=8 + 4 + 4 + 8 + 13 * k,
-            fixed_bytes=self.W.nbytes + self.zu.nbytes + check, ram=self.slab,
+            self.active, (self.alpha, self.active),
+            fields=(RowField("float32"), RowField("float32", k)), ram=self.slab,
             disk=self.disk_slab)
         self.pgmax_old, self.pgmin_old = np.full(k, np.inf), np.full(k, -np.inf)
         self.shrink = (self.pgmax_old, self.pgmin_old)

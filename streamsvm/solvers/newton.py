@@ -108,7 +108,7 @@ from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
 from ..kernels._newton import newton_hess_add, newton_rows, smooth_hinge, symmetrize_lower
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need, RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
 
@@ -272,16 +272,20 @@ class NewtonSolver(Solver):
                 self.apol = sched.state("newton.a", np.float32, width=k, fill=np.nan)
                 states += (self.apol,)
             self.states = states
+            # per resident row besides: the polish's and CG's work arrays (‖x̄_i‖², an order
+            # and an index; per model a dual and a margin) and, for the state not kept (the
+            # curvature or the polish's dual), a float32 per model all the same
             self.rows = sched.resident_rows(
-                self.near, states, extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + 9 * k + 16 * k,
-                fixed_bytes=sum(self._needs(sched).values()), ram=True, disk=False)
+                self.near, states, fields=(RowField("float64", 3), RowField("float64", 2 * k),
+                                           RowField("float32", k * (3 - len(states)))),
+                ram=True, disk=False)
 
     def _fit_hessians(self, sched) -> None:
         """The Hessian path (dense or cg), its columns ``a``, the smoothing levels ``L`` and
         the points ``P`` per pass whose Hessians the budget holds.
 
         A pass sums ``P·L`` Hessians of ``a²`` entries per model into run accumulators
-        (one array per level of the reduction tree: ``sched.run_bytes``), reorders them
+        (one array per level of the reduction tree, which the scheduler counts), reorders them
         into one copy, keeps ``L`` between passes, and the Newton system takes two ``a×a``
         copies. Fewer points, then one level, when they do not fit; with ``hessian="auto"``
         the Hessian-free path when not even one fits (a dense Hessian of ``n_features + 1``
@@ -313,7 +317,7 @@ class NewtonSolver(Solver):
         when not even one point at one level fits, else None."""
         while True:
             try:
-                sched.check_budget("newton", self._needs(sched))
+                sched.check_budget("newton", self._needs())
                 return None
             except InvalidParameterError as exc:
                 if self.P == 1 and self.L == 1:
@@ -323,14 +327,15 @@ class NewtonSolver(Solver):
                 else:
                     self.L = 1
 
-    def _needs(self, sched) -> dict:
+    def _needs(self) -> dict:
         """What must stay in memory for the Hessian path chosen (:meth:`_fit_hessians`)."""
         k, D1, a, P, L = self.k, self.d + 1, self.a, self.P, self.L
-        per_pass = 8 * k * P * L * (D1 + a * a)            # the pass's g and H sums
-        return {"the models and their gradients": 8 * k * (7 * D1 + L * D1),
-                "the Hessians kept between passes": 8 * k * L * a * a,
-                "the pass's gradient and Hessian sums": sched.run_bytes(per_pass),
-                "their reordered copy and the Newton system": per_pass + 2 * 8 * a * a}
+        sums = (Need((L * P, D1, k), per_pass=True), Need((k, a, a, L * P), per_pass=True))
+        return {"the models and their gradients": Need((D1, k), count=7 + L),
+                "the Hessians kept between passes": Need((k, L, a, a)),
+                "the pass's gradient and Hessian sums": sums,
+                "their reordered copy and the Newton system":
+                    (Need((L * P, D1, k)), Need((k, a, a, L * P)), Need((a, a), count=2))}
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",

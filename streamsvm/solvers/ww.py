@@ -63,7 +63,7 @@ from ..exceptions import InvalidParameterError
 from ..kernels import row_sq_norms
 from ..kernels._ww import ww_epoch, ww_scores_loss
 from ..problem import Problem, class_costs
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need, RowField
 from ._base import C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver, register
 
 __all__ = ["WestonWatkinsSolver"]
@@ -117,14 +117,14 @@ class WestonWatkinsSolver(Solver):
                 f"({store.classes[0]!r})")
 
     def start(self, sched) -> None:
-        k = self._start_common(sched, "the weights (newest, previous pass's, certified)")
+        self._start_common(sched, "the weights (newest, previous pass's, certified)")
         self.act = sched.state("ww.active", np.uint8, fill=1)
         self.sweeps = 0
         # the active rows, kept in RAM between passes (their β, γ and flags copied there)
+        # a slab row keeps its class index and ‖x̄_i‖² besides (_slab_rows)
         self.rows = sched.resident_rows(
             self.act, (self.beta, self.gamma, self.act),
-            extra_row_bytes=8 + 4 + 8 * (k - 1) + 8 + 1 + 8 + 8 + 8,
-            fixed_bytes=self.W.nbytes * 3, ram=self.slab, disk=False)
+            fields=(RowField("int64"), RowField("float64")), ram=self.slab, disk=False)
         # the whole store fits: every row goes to the slab from the first pass on (the sweeps
         # visit the active ones; the gap is then exact from the slab alone)
         self.whole = self.slab and self.rows.fits_ram()
@@ -141,7 +141,7 @@ class WestonWatkinsSolver(Solver):
         self.binary = store.task == "binary"
         k = self.k = 2 if self.binary else len(store.classes)
         D1 = sched.n_features + 1
-        sched.check_budget("ww", {weights: 3 * 8 * D1 * k})
+        sched.check_budget("ww", {weights: Need((D1, k), count=3)})
         # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
         Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
                             np.asarray(store.classes), store.label_counts)
@@ -191,7 +191,7 @@ class WestonWatkinsSolver(Solver):
         when the whole store fits (:meth:`_ram_round`)."""
         if self.whole:
             return self._ram_round(sched)
-        k, B, rows = self.k, float(self.bias), self.rows
+        B, rows = float(self.bias), self.rows
         Wprev = self.W.copy()
         out = np.zeros(4)
         scratch = self._scratch()
