@@ -99,7 +99,7 @@ def _liblinear_rows(path, C, loss, n_features) -> list:
     from liblinear import liblinear as ll
     from liblinear import liblinearutil as lu
     from sklearn.datasets import load_svmlight_file
-    from tools._bench_methods import liblinear_weights, parse_liblinear_output
+    from tools.bench.peers import liblinear_weights, parse_liblinear_output
     X, y = load_svmlight_file(path, n_features=n_features)
     y = np.where(y > y.min(), 1.0, -1.0) if len(np.unique(y)) == 2 else y
     prob = ll.problem(y, X.tocsr())

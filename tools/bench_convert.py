@@ -269,7 +269,7 @@ def _version(dist: str):
 
 
 def machine_info() -> dict:
-    from tools._machine import machine_info as base
+    from tools.bench._machine import machine_info as base
     return dict(base(), versions={d: _version(d) for d in (
         "streamsvm", "numpy", "numba", "zarr", "numcodecs", "scikit-learn", "fsspec",
         "zstandard", "scipy")})

@@ -43,7 +43,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tools.bench import REAL  # noqa: E402  (the data sets' files, as tools/bench.py knows them)
+from tools.bench.suite_data import REAL  # noqa: E402  (the suite's data sets' files)
 
 #: The multiclass sets of ``tools/bench.py``'s suite: (training file, test file or None).
 DATA = {name: REAL[name] for name in ("dna", "letter", "pendigits", "usps", "vowel")}

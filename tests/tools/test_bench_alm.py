@@ -6,7 +6,7 @@ import json
 
 
 from tools import bench_alm
-from tools import _bench_methods as bm
+from tools.bench import worker as bm
 
 
 def test_race_measures_passes_to_each_target(tmp_path, linear_store, capsys):
