@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import memory, scheduler, store_io, suite
+from . import convert, memory, scheduler, store_io, suite
 
 __all__ = ["main", "build_parser", "subcommands"]
 
 #: The family modules, in the order of ``--help``.
-FAMILIES = (suite, store_io, memory, scheduler)
+FAMILIES = (suite, store_io, memory, scheduler, convert)
 
 
 def build_parser() -> argparse.ArgumentParser:
