@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import convert, memory, scheduler, store_io, suite
+from . import alm, avsf, convert, memory, nesvm, scheduler, store_io, suite
 
 __all__ = ["main", "build_parser", "subcommands"]
 
 #: The family modules, in the order of ``--help``.
-FAMILIES = (suite, store_io, memory, scheduler, convert)
+FAMILIES = (suite, store_io, memory, scheduler, convert, alm, nesvm, avsf)
 
 
 def build_parser() -> argparse.ArgumentParser:
