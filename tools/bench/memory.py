@@ -1,6 +1,6 @@
 """The memory rule, solver by solver: ``streamsvm train STORE --memory M`` peaks within the
 runtime floor + M + the model (README), measured in fresh processes (``tools/bench.py
---memory-bound STORE --memory 200MB``).
+memory-bound STORE --memory 200MB``).
 
 For each solver: its **runtime floor**, the peak RSS of a process that imports streamsvm,
 opens the store and loads that solver's compiled kernels by training it on the store's first
@@ -17,9 +17,16 @@ import json
 import os
 import sys
 
-__all__ = ["memory_bound", "memory_table", "solver_flags"]
+from ._common import ROOT
+from ._machine import save_stamped
+from ._table import markdown_table
+from ._timed import run_child
 
-MB = 1 << 20
+__all__ = ["memory_bound", "memory_table", "solver_flags", "register"]
+
+#: The unit of the budget's and the model's megabytes in this table (the peak RSS and the
+#: floor are :func:`tools.bench._timed.run_child`'s, 10^6 bytes).
+MIB = 1 << 20
 
 _FLOOR_CODE = r"""
 import sys, warnings
@@ -58,10 +65,10 @@ def _floor_params(name: str, loss: str) -> dict:
     return {"loss": loss} if "loss" in table and loss in (table["loss"].choices or ()) else {}
 
 
-def memory_bound(store_url: str, *, memory: str, solvers, out_dir: str, run_child,
-                 loss: str = "hinge", max_passes=None, timeout: float = 7200.0) -> dict:
+def memory_bound(store_url: str, *, memory: str, solvers, out_dir: str, loss: str = "hinge",
+                 max_passes=None, timeout: float = 7200.0) -> dict:
     """Floor and peak RSS of every solver in ``solvers`` on ``store_url`` at ``memory``
-    (module doc); ``run_child`` is :func:`tools.bench.run_child`."""
+    (module doc)."""
     import streamsvm as ss
     from streamsvm.schedule._memory import parse_memory
     store = ss.open_store(store_url)
@@ -82,14 +89,14 @@ def memory_bound(store_url: str, *, memory: str, solvers, out_dir: str, run_chil
                         stderr_path=base + "-train.err")
         row = {"solver": name, "rc": run["rc"], "floor_mb": floor["peak_rss_mb"]
                if floor["rc"] == 0 else None, "peak_rss_mb": run["peak_rss_mb"],
-               "wall_s": run["wall_s"], "budget_mb": budget / MB}
+               "wall_s": run["wall_s"], "budget_mb": budget / MIB}
         if run["rc"] == 0:
             with open(base + "-train.out") as f:
                 summary = json.loads(f.read().strip().splitlines()[-1])
             m = ss.load_model(model)
             row.update(passes=summary["passes"], gap=summary["gap"],
                        converged=summary["converged"],
-                       model_mb=(m.coef.nbytes + m.intercept.nbytes) / MB)
+                       model_mb=(m.coef.nbytes + m.intercept.nbytes) / MIB)
             if row["floor_mb"] is not None:
                 row["bound_mb"] = row["floor_mb"] + row["budget_mb"] + row["model_mb"]
                 row["ratio"] = row["peak_rss_mb"] / row["bound_mb"]
@@ -102,20 +109,49 @@ def memory_bound(store_url: str, *, memory: str, solvers, out_dir: str, run_chil
 
 def memory_table(r: dict) -> str:
     """Markdown table of :func:`memory_bound`."""
-    lines = [f"`--memory {r['memory']}` on {r['n_rows']:,} rows × {r['n_features']:,} features "
-             f"({r['task']}, {r['classes']} classes), loss {r['loss']}:", "",
-             "| solver | passes | certified gap | peak RSS MB | floor MB | model MB | "
-             "floor + budget + model MB | peak / that | within 10 % |",
-             "| :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- |"]
+    fmt = (lambda v, spec: "—" if v is None else format(v, spec))  # noqa: E731
+    rows = []
     for row in r["runs"]:
         if row["rc"] != 0:
-            lines.append(f"| {row['solver']} | exit {row['rc']} | | | | | | | |")
+            rows.append([row["solver"], f"exit {row['rc']}"] + [""] * 7)
             continue
-        fmt = (lambda v, spec: "—" if v is None else format(v, spec))  # noqa: E731
-        lines.append(
-            f"| {row['solver']} | {row['passes']:.1f} | {row['gap']:.2e}"
-            f"{'' if row['converged'] else ' (not converged)'} | {row['peak_rss_mb']:.0f} | "
-            f"{fmt(row['floor_mb'], '.0f')} | {row['model_mb']:.2f} | "
-            f"{fmt(row.get('bound_mb'), '.0f')} | {fmt(row.get('ratio'), '.2f')} | "
-            f"{'yes' if row.get('within') else 'NO'} |")
-    return "\n".join(lines)
+        rows.append([row["solver"], f"{row['passes']:.1f}",
+                     f"{row['gap']:.2e}{'' if row['converged'] else ' (not converged)'}",
+                     f"{row['peak_rss_mb']:.0f}", fmt(row["floor_mb"], ".0f"),
+                     f"{row['model_mb']:.2f}", fmt(row.get("bound_mb"), ".0f"),
+                     fmt(row.get("ratio"), ".2f"), "yes" if row.get("within") else "NO"])
+    return "\n".join([
+        f"`--memory {r['memory']}` on {r['n_rows']:,} rows × {r['n_features']:,} features "
+        f"({r['task']}, {r['classes']} classes), loss {r['loss']}:", "",
+        markdown_table(["solver", "passes", "certified gap", "peak RSS MB", "floor MB",
+                        "model MB", "floor + budget + model MB", "peak / that",
+                        "within 10 %"], rows, "lrrrrrrrl")])
+
+
+# -- the subcommand --------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``memory-bound`` to the subcommands ``sub``."""
+    p = sub.add_parser("memory-bound", help="every solver's peak RSS against its runtime "
+                       "floor + budget + model", description=__doc__.split("\n\n")[0])
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--memory", default="1GB", help="the budget M (default 1GB)")
+    p.add_argument("--methods", help="comma-separated solver names or substrings (default "
+                   "every registered solver)")
+    p.add_argument("--losses", default="hinge", help="the loss (the first of a comma-"
+                   "separated list; default hinge)")
+    p.add_argument("--max-passes", type=float, help="caps each run (default the solver's)")
+    p.add_argument("--out", help="output directory (default bench-out/memory-bound)")
+    p.set_defaults(run=_memory_bound_cmd)
+
+
+def _memory_bound_cmd(args, argv) -> int:
+    from streamsvm.solvers import SOLVERS
+    solvers = [n for n in sorted(SOLVERS) if not args.methods or any(
+        m.strip() in n for m in args.methods.split(","))]
+    out_dir = args.out or os.path.join(ROOT, "bench-out", "memory-bound")
+    r = memory_bound(args.store, memory=args.memory, solvers=solvers, out_dir=out_dir,
+                     loss=args.losses.split(",")[0], max_passes=args.max_passes)
+    save_stamped(r, argv, out_dir, "memory-bound.json")
+    print(memory_table(r))
+    return 0
