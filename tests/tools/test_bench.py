@@ -703,3 +703,13 @@ def test_memory_bound_measures_floor_and_peak_of_each_solver(tmp_path, linear_st
     assert row["bound_mb"] == pytest.approx(row["floor_mb"] + row["budget_mb"] + row["model_mb"])
     assert row["ratio"] == pytest.approx(row["peak_rss_mb"] / row["bound_mb"])
     assert "| dcd |" in capsys.readouterr().out
+    assert r["units"] == "MB" and row["budget_mb"] == 64.0          # 10^6 bytes, as --memory
+    # --render prints a saved result again; one written with 2^20-byte budget and model
+    # columns (no "units") is converted before its bounds are computed
+    old = dict(r, runs=[dict(row, budget_mb=64e6 / 2**20, model_mb=row["model_mb"] * 1e6 /
+                             2**20)])
+    del old["units"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert main(["memory-bound", str(tmp_path / "old.json"), "--render"]) == 0
+    shown = capsys.readouterr().out
+    assert f"| {row['bound_mb']:.0f} | {row['ratio']:.2f} |" in shown

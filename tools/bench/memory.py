@@ -26,7 +26,9 @@ __all__ = ["memory_bound", "memory_table", "solver_flags", "register"]
 
 #: The unit of the budget's and the model's megabytes in this table (the peak RSS and the
 #: floor are :func:`tools.bench._timed.run_child`'s, 10^6 bytes).
-MIB = 1 << 20
+MB = 1e6
+"""The unit of every column (peak RSS, floor, budget, model): 10^6 bytes, as ``--memory``'s
+``MB`` and :func:`run_child`'s peak RSS."""
 
 _FLOOR_CODE = r"""
 import sys, warnings
@@ -89,27 +91,49 @@ def memory_bound(store_url: str, *, memory: str, solvers, out_dir: str, loss: st
                         stderr_path=base + "-train.err")
         row = {"solver": name, "rc": run["rc"], "floor_mb": floor["peak_rss_mb"]
                if floor["rc"] == 0 else None, "peak_rss_mb": run["peak_rss_mb"],
-               "wall_s": run["wall_s"], "budget_mb": budget / MIB}
+               "wall_s": run["wall_s"], "budget_mb": budget / MB}
         if run["rc"] == 0:
             with open(base + "-train.out") as f:
                 summary = json.loads(f.read().strip().splitlines()[-1])
             m = ss.load_model(model)
             row.update(passes=summary["passes"], gap=summary["gap"],
                        converged=summary["converged"],
-                       model_mb=(m.coef.nbytes + m.intercept.nbytes) / MIB)
-            if row["floor_mb"] is not None:
-                row["bound_mb"] = row["floor_mb"] + row["budget_mb"] + row["model_mb"]
-                row["ratio"] = row["peak_rss_mb"] / row["bound_mb"]
-                row["within"] = row["ratio"] <= 1.10
-        rows.append(row)
+                       model_mb=(m.coef.nbytes + m.intercept.nbytes) / MB)
+        rows.append(_bound(row))
     return {"store": store_url, "n_rows": store.n_rows, "n_features": store.n_features,
             "task": store.task, "classes": len(store.classes), "memory": memory,
-            "loss": loss, "max_passes": max_passes, "runs": rows}
+            "loss": loss, "max_passes": max_passes, "units": "MB", "runs": rows}
+
+
+def _bound(row: dict) -> dict:
+    """The row with floor + budget + model, the peak's ratio to it and the 10 % verdict."""
+    if row["rc"] == 0 and row["floor_mb"] is not None:
+        row["bound_mb"] = row["floor_mb"] + row["budget_mb"] + row["model_mb"]
+        row["ratio"] = row["peak_rss_mb"] / row["bound_mb"]
+        row["within"] = row["ratio"] <= 1.10
+    return row
+
+
+def _in_mb(r: dict) -> dict:
+    """A result written before every column was in 10^6 bytes (budget and model were in
+    2^20 bytes, ``units`` absent) with its budget and model in MB and its bounds again."""
+    if r.get("units") == "MB":
+        return r
+    scale = (1 << 20) / MB
+    runs = []
+    for row in r["runs"]:
+        row = dict(row, budget_mb=row["budget_mb"] * scale)
+        if "model_mb" in row:
+            row["model_mb"] *= scale
+        runs.append(_bound(row))
+    return dict(r, runs=runs, units="MB")
 
 
 def memory_table(r: dict) -> str:
-    """Markdown table of :func:`memory_bound`."""
+    """Markdown table of :func:`memory_bound` (also of a result written by an older
+    version: :func:`_in_mb`)."""
     fmt = (lambda v, spec: "—" if v is None else format(v, spec))  # noqa: E731
+    r = _in_mb(r)
     rows = []
     for row in r["runs"]:
         if row["rc"] != 0:
@@ -134,7 +158,10 @@ def register(sub) -> None:
     """Add ``memory-bound`` to the subcommands ``sub``."""
     p = sub.add_parser("memory-bound", help="every solver's peak RSS against its runtime "
                        "floor + budget + model", description=__doc__.split("\n\n")[0])
-    p.add_argument("store", metavar="STORE")
+    p.add_argument("store", metavar="STORE", help="the store; with --render, a "
+                   "memory-bound.json to print again")
+    p.add_argument("--render", action="store_true", help="print the table of a saved "
+                   "result (STORE is its memory-bound.json) instead of measuring")
     p.add_argument("--memory", default="1GB", help="the budget M (default 1GB)")
     p.add_argument("--methods", help="comma-separated solver names or substrings (default "
                    "every registered solver)")
@@ -146,6 +173,10 @@ def register(sub) -> None:
 
 
 def _memory_bound_cmd(args, argv) -> int:
+    if args.render:
+        with open(args.store) as f:
+            print(memory_table(json.load(f)))
+        return 0
     from streamsvm.solvers import SOLVERS
     solvers = [n for n in sorted(SOLVERS) if not args.methods or any(
         m.strip() in n for m in args.methods.split(","))]
