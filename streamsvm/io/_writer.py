@@ -37,7 +37,7 @@ MAX_CLASSES = 100_000
 
 def _compressors():
     # Blosc lz4 with byte shuffle rather than zstd: faster to write and to read at about the
-    # same ratio (tools/bench_convert.py --synthetic-gb 2, store read-back at 65,536 rows per
+    # same ratio (tools/bench.py convert --synthetic-gb 2, store read-back at 65,536 rows per
     # chunk: 585 MB/s with zstd-1 and 64 Ki inner chunks, 1,278 MB/s now); then a CRC-32C of
     # the compressed bytes, checked on every read (_integrity.py).
     from zarr.codecs import BloscCodec, Crc32cCodec

@@ -47,7 +47,7 @@ def default_readers(store, prefetch: int) -> int:
     1.04-1.12 s with two readers for two blocks in flight (three busy threads on two
     cores: the kernel 0.78-0.82 s of it), 0.88-0.98 s with one reader for four and
     0.86-0.91 s with one reader for eight (the kernel 0.67-0.68 s)
-    (``python tools/bench_readers.py``; docs/bench/results/readers-synth-1e7.md).
+    (``python tools/bench.py readers``; docs/bench/results/readers-synth-1e7.md).
     """
     from ..io import is_local
     url = getattr(store, "url", None)

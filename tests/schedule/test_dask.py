@@ -288,10 +288,10 @@ def test_estimator_fits_on_the_cluster(cluster, easy_store):
 
 
 def test_bench_scheduler_scaling_runs_every_backend(dna_store):
-    """tools/bench.py --scheduler's measurement (LocalClusters of 1 and 2 workers): fixed
+    """tools/bench.py scheduler's measurement (LocalClusters of 1 and 2 workers): fixed
     passes (passes/s, efficiency) and, with tol, the passes to that gap (ww's local backend
     included then); an unknown solver is refused by name."""
-    from tools._bench_dask import scaling_table, scheduler_scaling
+    from tools.bench.scheduler import scaling_table, scheduler_scaling
     url = str(dna_store[0].url)
     r = scheduler_scaling(url, solvers=("alm", "ww"), passes=9, memory="256MB")
     got = {(row["solver"], row["backend"]) for row in r["rows"]}

@@ -1,19 +1,18 @@
-"""tools/bench_alm.py: its tables come from real runs on the store it is given."""
+"""tools/bench.py alm: its tables come from real runs on the store it is given."""
 
 from __future__ import annotations
 
 import json
 
-
-from tools import bench_alm
-from tools import _bench_methods as bm
+from tools.bench import worker
+from tools.bench.cli import main
 
 
 def test_race_measures_passes_to_each_target(tmp_path, linear_store, capsys):
     path = linear_store
     out = tmp_path / "r.json"
-    assert bench_alm.main(["race", str(path), "--loss", "squared_hinge", "-C", "0.5",
-                           "--json", str(out)]) == 0
+    assert main(["alm", "race", str(path), "--loss", "squared_hinge", "-C", "0.5",
+                 "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
     assert [r["method"] for r in rows] == ["alm", "alm inner=cg", "newton free_bias",
                                            "dcd (-B 1 problem)"]
@@ -29,8 +28,8 @@ def test_race_measures_passes_to_each_target(tmp_path, linear_store, capsys):
 def test_variants_include_the_papers_literal_settings(tmp_path, linear_store):
     path = linear_store
     out = tmp_path / "v.json"
-    assert bench_alm.main(["variants", str(path), "--max-passes", "400", "--json",
-                           str(out)]) == 0
+    assert main(["alm", "variants", str(path), "--max-passes", "400", "--json",
+                 str(out)]) == 0
     rows = json.loads(out.read_text())
     assert rows[0]["method"].startswith("paper Algorithm 2") and rows[-1]["method"].startswith(
         "Gram")
@@ -38,5 +37,5 @@ def test_variants_include_the_papers_literal_settings(tmp_path, linear_store):
 
 
 def test_main_benchmark_gives_alm_liblinears_problem():
-    assert bm.solver_params("alm", C=1.0, loss="hinge", tol=1e-3, max_passes=9) == dict(
+    assert worker.solver_params("alm", C=1.0, loss="hinge", tol=1e-3, max_passes=9) == dict(
         C=1.0, tol=1e-3, max_passes=9, bias=1.0, loss="hinge", free_bias=False)

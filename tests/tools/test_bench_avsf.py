@@ -1,4 +1,4 @@
-"""tools/bench_avsf.py: its tables come from real runs on the store and file it is given."""
+"""tools/bench.py avsf: its tables come from real runs on the store and file it is given."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamsvm.io import write_store
-from tools import bench_avsf
+from tools.bench.cli import main
 
 
 def _data(n=400, d=30, seed=0):
@@ -20,9 +20,9 @@ def test_store_runs_print_one_row_per_run(tmp_path, capsys):
     X, y = _data(2000)          # at 3 MB streamed: 40 blocks, the hot cache a tenth
     store = tmp_path / "s.zarr"
     write_store(store, X, y, chunk_rows=50)
-    assert bench_avsf.main(["store", str(store), "--runs",
-                            "avsf,avsf:0.5,avsf:lazy=0.6/lazy_max_skip=4,dcd",
-                            "--memory", "3MB", "-C", "1", "--max-passes", "300"]) == 0
+    assert main(["avsf", "store", str(store), "--runs",
+                 "avsf,avsf:0.5,avsf:lazy=0.6/lazy_max_skip=4,dcd",
+                 "--memory", "3MB", "-C", "1", "--max-passes", "300"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| avsf") or
              ln.startswith("| dcd")]
     assert [ln.split("|")[1].strip() for ln in lines] == [
@@ -37,8 +37,7 @@ def test_order_compares_streamed_chunks_with_ram(tmp_path, capsys):
     X, y = _data(1000)
     path = tmp_path / "d.svm"
     dump_svmlight_file(X, y, str(path))
-    assert bench_avsf.main(["order", str(path), "--memory", "200KB", "--max-passes",
-                            "300"]) == 0
+    assert main(["avsf", "order", str(path), "--memory", "200KB", "--max-passes", "300"]) == 0
     rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ") and
             not ln.startswith("| order") and not ln.startswith("| :")]
     assert len(rows) == 6 and rows[0].startswith("| in RAM")

@@ -1,17 +1,17 @@
-"""tools/bench_nesvm.py: its tables come from real runs on the store it is given."""
+"""tools/bench.py nesvm: its tables come from real runs on the store it is given."""
 
 from __future__ import annotations
 
 import json
 
-
-from tools import bench_nesvm
+from tools.bench import nesvm
+from tools.bench.cli import main
 
 
 def test_homotopy_rows_are_real_runs(tmp_path, linear_store, capsys):
     path = linear_store
     out = tmp_path / "h.json"
-    assert bench_nesvm.main(["homotopy", str(path), "-C", "0.1", "--json", str(out)]) == 0
+    assert main(["nesvm", "homotopy", str(path), "-C", "0.1", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
     assert [r["solver"] for r in rows] == ["nesvm"] * 3 + ["dcd"]
     assert [r["params"].get("homotopy", "auto") for r in rows[:3]] == ["auto", "geometric", "none"]
@@ -23,8 +23,7 @@ def test_homotopy_rows_are_real_runs(tmp_path, linear_store, capsys):
 def test_path_runs_the_seven_cs_together_and_apart(tmp_path, linear_store):
     path = linear_store
     out = tmp_path / "p.json"
-    assert bench_nesvm.main(["path", str(path), "--max-passes", "200", "--json",
-                             str(out)]) == 0
+    assert main(["nesvm", "path", str(path), "--max-passes", "200", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert len(rows) == 8 and rows[0]["params"]["C_path"] == bench_nesvm.PAPER_CS
-    assert [r["params"]["C"] for r in rows[1:]] == bench_nesvm.PAPER_CS
+    assert len(rows) == 8 and rows[0]["params"]["C_path"] == nesvm.PAPER_CS
+    assert [r["params"]["C"] for r in rows[1:]] == nesvm.PAPER_CS

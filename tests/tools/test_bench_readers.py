@@ -1,4 +1,4 @@
-"""tools/bench_readers.py: settings parsing, summaries, and one real run on a small store."""
+"""tools/bench.py readers: settings parsing, summaries, and one real run on a small store."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import tools.bench_readers as br
+from tools.bench import readers as br
+from tools.bench.cli import main
 
 
 def test_parse_settings():
@@ -30,7 +31,7 @@ def test_main_runs_every_setting_in_turn(tmp_path, capsys, monkeypatch):
     X = sp.random(3000, 40, density=0.2, format="csr", random_state=0)
     y = np.where(np.arange(3000) % 3, 1.0, -1.0)
     write_store(tmp_path / "s.zarr", X, y, chunk_rows=500)
-    assert br.main([str(tmp_path / "s.zarr"), "--memory", "200000", "--passes", "3",
-                    "--repeat", "1", "--settings", "2:2,4:1"]) == 0
+    assert main(["readers", str(tmp_path / "s.zarr"), "--memory", "200000", "--passes", "3",
+                 "--repeat", "1", "--settings", "2:2,4:1"]) == 0
     out = capsys.readouterr().out
     assert "| 2 | 2 | 1 |" in out and "| 4 | 1 | 1 |" in out

@@ -1,4 +1,4 @@
-"""tools/bench_ww.py: ww to the paper's rule next to the C++ reference (tools/ww_ref.cpp) and
+"""tools/bench.py ww: ww to the paper's rule next to the C++ reference (tools/ww_ref.cpp) and
 LIBLINEAR -s 4 / -s 3, from real runs."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import warnings
 
 import pytest
 
-from tools import bench_ww
+from tools.bench import ww as bench_ww
+from tools.bench.cli import main
 
 from ..conftest import shared_dataset
 
@@ -28,18 +29,19 @@ def test_rows_come_from_real_runs(tmp_path, capsys):
     assert all(r["seconds"] > 0 and r["test_accuracy"] is None for r in rows)   # no .t file
     assert "| vowel | ww |" in bench_ww.table(rows)
     out = tmp_path / "r.json"
-    assert bench_ww.main(["--datasets", "vowel", "--repeat", "1", "--data-dir", data_dir,
-                          "--work", str(tmp_path), "--json", str(out), "--no-cpp"]) == 0
+    assert main(["ww", "--datasets", "vowel", "--repeat", "1", "--data-dir", data_dir,
+                 "--work", str(tmp_path), "--json", str(out), "--no-cpp"]) == 0
     assert json.loads(out.read_text())["rows"][0]["method"] == "ww"
     assert "LIBLINEAR -s 4" in capsys.readouterr().out
 
 
-def test_bad_arguments_are_refused_by_name():
+def test_bad_arguments_are_refused_by_name(capsys):
     with pytest.raises(SystemExit) as exc:
-        bench_ww.main(["--datasets", "iris"])
-    assert exc.value.code == 2
-    with pytest.raises(SystemExit):
-        bench_ww.main(["--repeat", "0"])
+        main(["ww", "--datasets", "iris"])
+    assert exc.value.code == 2 and "unknown data set 'iris'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["ww", "--repeat", "0"])
+    assert exc.value.code == 2 and "--repeat must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,

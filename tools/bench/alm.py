@@ -1,15 +1,15 @@
-"""alm's own experiments (issue 16), next to ``tools/bench.py``'s solver tables.
+"""alm's own experiments (issue 16), next to the solver suite's tables.
 
 Three commands, each printing a Markdown table and (``--json``) writing its rows::
 
-    python tools/bench_alm.py optima                      # spec_004 §7's reference optima
-    python tools/bench_alm.py race STORE --libsvm FILE -C 1 --loss hinge [--reference OBJ]
-    python tools/bench_alm.py variants STORE -C 1 --loss hinge [--reference OBJ]
+    python tools/bench.py alm optima                      # spec_004 §7's reference optima
+    python tools/bench.py alm race STORE --libsvm FILE -C 1 --loss hinge [--reference OBJ]
+    python tools/bench.py alm variants STORE -C 1 --loss hinge [--reference OBJ]
 
 ``optima`` trains ``alm`` (free bias) on the shared a9a (C = 0.01, 1, 100) and mushrooms
 (C = 1), L1 and L2, to a certified relative gap of 1e-5, and prints its objective next to the
 spec's reference (spec §7 table) with their relative difference. The stores are
-``bench-out/work/<name>/train.zarr`` (``tools/bench.py`` makes them; ``--stores``).
+``bench-out/work/<name>/train.zarr`` (``tools/bench.py suite`` makes them; ``--stores``).
 
 ``race`` measures passes and seconds to 1% and 0.1% of the free-bias optimum ``OBJ`` (default:
 the spec's value when known, else the best objective any run reached) for ``alm`` (its default:
@@ -30,24 +30,17 @@ its stopping rules), the single step with the practical defaults (μ = 0.1·C, w
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import sys
-import time
-import warnings
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ._common import DATASETS, ROOT, print_rows
+from ._table import markdown_table
+from ._timed import timed, timed_train
 
-from streamsvm._train import train  # noqa: E402
-from streamsvm.exceptions import ConvergenceWarning  # noqa: E402
-from streamsvm.io import open_store  # noqa: E402
+__all__ = ["SPEC_OPTIMA", "register"]
 
-SHARED = Path(os.environ.get("STREAMSVM_SHARED", ROOT.parent / "shared"))
 #: spec_004 §7: the free-bias optima (data set, C) -> (L1, L2)
 SPEC_OPTIMA = {("a9a", 0.01): (118.29144605, 138.83428786),
                ("a9a", 1.0): (11433.38723662, 13742.30343973),
@@ -57,12 +50,9 @@ TARGETS = (1e-2, 1e-3)
 
 
 def _quiet_train(store, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        t = time.perf_counter()
-        model, res = train(store, **kw)
-        return model, res, time.perf_counter() - t
+    """A timed run, its convergence and user warnings silenced: (model, result, seconds)."""
+    from streamsvm.exceptions import ConvergenceWarning
+    return timed_train(store, quiet=(ConvergenceWarning, UserWarning), **kw)
 
 
 def _first(history, ref, target):
@@ -86,7 +76,7 @@ def _warm(loss) -> None:
         _quiet_train(small, loss=loss, max_passes=3, **kw)
 
 
-def _streamsvm_row(label, store, ref_holder, **kw) -> dict:
+def _streamsvm_row(label, store, **kw) -> dict:
     model, res, secs = _quiet_train(store, **kw)
     return {"method": label, "history": [{k: h[k] for k in ("passes", "seconds", "primal",
                                                              "exact")}
@@ -99,7 +89,7 @@ def _liblinear_rows(path, C, loss, n_features) -> list:
     from liblinear import liblinear as ll
     from liblinear import liblinearutil as lu
     from sklearn.datasets import load_svmlight_file
-    from tools._bench_methods import liblinear_weights, parse_liblinear_output
+    from .peers import liblinear_weights, parse_liblinear_output
     X, y = load_svmlight_file(path, n_features=n_features)
     y = np.where(y > y.min(), 1.0, -1.0) if len(np.unique(y)) == 2 else y
     prob = ll.problem(y, X.tocsr())
@@ -111,9 +101,7 @@ def _liblinear_rows(path, C, loss, n_features) -> list:
         lines = []
         param = ll.parameter(f"-s {s} -c {C!r} -B 1 -e {e!r} -q")
         param.print_func = ll.PRINT_STRING_FUN(lambda m: lines.append(m.decode(errors="replace")))
-        t = time.perf_counter()
-        model = lu.train(prob, param)
-        secs = time.perf_counter() - t
+        model, (secs,) = timed(lambda: lu.train(prob, param))
         info = parse_liblinear_output("".join(lines), s)
         W, b = liblinear_weights(model, n_features, "binary", 2)
         xi = np.maximum(1.0 - y * (X @ W[0] + b[0]), 0.0)
@@ -123,13 +111,14 @@ def _liblinear_rows(path, C, loss, n_features) -> list:
 
 
 def cmd_optima(args) -> list:
+    from streamsvm.io import open_store
     out = []
     for (name, C), refs in SPEC_OPTIMA.items():
-        path = Path(args.stores) / name / "train.zarr"
-        if not path.exists():
-            raise SystemExit(f"bench_alm.py: no store {path}; make it with: streamsvm convert "
-                             f"{SHARED / 'datasets' / name / name} {path}")
-        store = open_store(str(path))
+        path = os.path.join(args.stores, name, "train.zarr")
+        if not os.path.exists(path):
+            raise SystemExit(f"bench.py alm: no store {path}; make it with: streamsvm convert "
+                             f"{os.path.join(DATASETS, name, name)} {path}")
+        store = open_store(path)
         for loss, ref in zip(("hinge", "squared_hinge"), refs):
             _, res, secs = _quiet_train(store, solver="alm", C=C, loss=loss, tol=args.tol,
                                         max_passes=args.max_passes)
@@ -143,21 +132,22 @@ def cmd_optima(args) -> list:
 def _reference(args, store) -> float | None:
     if args.reference:
         return args.reference
-    name = Path(args.store).parent.name
+    name = os.path.basename(os.path.dirname(os.path.abspath(args.store)))
     refs = SPEC_OPTIMA.get((name, args.C))
     return refs[0 if args.loss == "hinge" else 1] if refs else None
 
 
 def cmd_race(args) -> list:
+    from streamsvm.io import open_store
     store = open_store(args.store)
     _warm(args.loss)
     common = dict(C=args.C, loss=args.loss, tol=args.tol, max_passes=args.max_passes,
                   memory=args.memory)
-    rows = [_streamsvm_row("alm", store, None, solver="alm", **common),
-            _streamsvm_row("alm inner=cg", store, None, solver="alm", inner="cg", **common),
-            _streamsvm_row("newton free_bias", store, None, solver="newton", free_bias=True,
+    rows = [_streamsvm_row("alm", store, solver="alm", **common),
+            _streamsvm_row("alm inner=cg", store, solver="alm", inner="cg", **common),
+            _streamsvm_row("newton free_bias", store, solver="newton", free_bias=True,
                            **common),
-            _streamsvm_row("dcd (-B 1 problem)", store, None, solver="dcd", **common)]
+            _streamsvm_row("dcd (-B 1 problem)", store, solver="dcd", **common)]
     if args.libsvm:
         ll = _liblinear_rows(args.libsvm, args.C, args.loss, store.n_features)
         rows.append({"method": f"LIBLINEAR -s {2 if args.loss == 'squared_hinge' else 3} "
@@ -166,6 +156,7 @@ def cmd_race(args) -> list:
 
 
 def cmd_variants(args) -> list:
+    from streamsvm.io import open_store
     store = open_store(args.store)
     _warm(args.loss)
     common = dict(C=args.C, loss=args.loss, tol=args.tol, max_passes=args.max_passes,
@@ -182,7 +173,7 @@ def cmd_variants(args) -> list:
     for label, kw in runs:
         if kw.get("inner") == "gram" and store.n_features + 1 > 4096:
             continue
-        rows.append(_streamsvm_row(label, store, None, solver="alm", **common, **kw))
+        rows.append(_streamsvm_row(label, store, solver="alm", **common, **kw))
     return _finish(args, store, rows)
 
 
@@ -211,43 +202,49 @@ def _fmt(v, f):
 
 
 def table(cmd, rows) -> str:
+    """Markdown table of the rows of ``cmd``."""
     if cmd == "optima":
-        out = ["| data | C | loss | spec optimum | alm | rel. diff | gap | passes | s |",
-               "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-        for r in rows:
-            out.append(f"| {r['data']} | {r['C']:g} | {r['loss']} | {r['reference']:.10g} | "
-                       f"{r['alm']:.10g} | {r['rel_diff']:.1e} | {r['gap']:.1e} | "
-                       f"{r['passes']:.0f} | {r['seconds']:.2f} |")
-        return "\n".join(out)
-    out = [f"reference objective {rows[0]['reference']:.10g}", "",
-           "| method | passes to 1% | s to 1% | passes to 0.1% | s to 0.1% | end: passes | "
-           "s | certified gap |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        return markdown_table(
+            ["data", "C", "loss", "spec optimum", "alm", "rel. diff", "gap", "passes", "s"],
+            [[r["data"], f"{r['C']:g}", r["loss"], f"{r['reference']:.10g}",
+              f"{r['alm']:.10g}", f"{r['rel_diff']:.1e}", f"{r['gap']:.1e}",
+              f"{r['passes']:.0f}", f"{r['seconds']:.2f}"] for r in rows], "lrlrrrrrr")
+    out = []
     for r in rows:
+        to = [_fmt(r["passes@0.01"], ".0f"), _fmt(r["seconds@0.01"], ".2f"),
+              _fmt(r["passes@0.001"], ".0f"), _fmt(r["seconds@0.001"], ".2f")]
         if "ladder" in r:
-            out.append(f"| {r['method']} | {_fmt(r['passes@0.01'], '.0f')} | "
-                       f"{_fmt(r['seconds@0.01'], '.2f')} (-e {_fmt(r['e@0.01'], 'g')}) | "
-                       f"{_fmt(r['passes@0.001'], '.0f')} | {_fmt(r['seconds@0.001'], '.2f')} "
-                       f"(-e {_fmt(r['e@0.001'], 'g')}) | — | — | — |")
-            continue
-        out.append(f"| {r['method']} | {_fmt(r['passes@0.01'], '.0f')} | "
-                   f"{_fmt(r['seconds@0.01'], '.2f')} | {_fmt(r['passes@0.001'], '.0f')} | "
-                   f"{_fmt(r['seconds@0.001'], '.2f')} | {r['passes']:.0f} | "
-                   f"{r['seconds']:.2f} | {r['gap']:.1e} |")
-    return "\n".join(out)
+            to[1] += f" (-e {_fmt(r['e@0.01'], 'g')})"
+            to[3] += f" (-e {_fmt(r['e@0.001'], 'g')})"
+            out.append([r["method"], *to, "—", "—", "—"])
+        else:
+            out.append([r["method"], *to, f"{r['passes']:.0f}", f"{r['seconds']:.2f}",
+                        f"{r['gap']:.1e}"])
+    return f"reference objective {rows[0]['reference']:.10g}\n\n" + markdown_table(
+        ["method", "passes to 1%", "s to 1%", "passes to 0.1%", "s to 0.1%", "end: passes", "s",
+         "certified gap"], out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("optima")
+# -- the subcommand --------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``alm`` (``optima``, ``race``, ``variants``) to the subcommands ``sub``."""
+    top = sub.add_parser("alm", help="alm's optima, race to the optimum and inner solvers",
+                         description=__doc__,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmds = top.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
+    p = cmds.add_parser("optima", help="alm against spec_004 §7's reference optima")
     p.add_argument("--tol", type=float, default=1e-5)
     p.add_argument("--max-passes", type=float, default=20_000)
-    p.add_argument("--stores", default=str(ROOT / "bench-out" / "work"),
-                   help="where <name>/train.zarr are (tools/bench.py's work directory)")
-    p.add_argument("--json")
-    for name in ("race", "variants"):
-        p = sub.add_parser(name)
+    p.add_argument("--stores", default=os.path.join(ROOT, "bench-out", "work"),
+                   help="where <name>/train.zarr are (tools/bench.py suite's work directory)")
+    p.add_argument("--json", help="write the rows here")
+    p.set_defaults(run=_runner("optima", cmd_optima))
+    for name, fn, what in (("race", cmd_race, "passes and seconds to 1%% and 0.1%% of the "
+                            "optimum, alm against newton, dcd and LIBLINEAR"),
+                           ("variants", cmd_variants, "alm's inner solvers and the paper's "
+                            "settings")):
+        p = cmds.add_parser(name, help=what)
         p.add_argument("store")
         p.add_argument("--libsvm", help="the LIBSVM file of the store (LIBLINEAR's run)")
         p.add_argument("-C", type=float, default=1.0)
@@ -256,14 +253,12 @@ def main(argv=None) -> int:
         p.add_argument("--tol", type=float, default=1e-3)
         p.add_argument("--max-passes", type=float, default=3000)
         p.add_argument("--memory", default="2GB")
-        p.add_argument("--json")
-    args = ap.parse_args(argv)
-    rows = {"optima": cmd_optima, "race": cmd_race, "variants": cmd_variants}[args.cmd](args)
-    print(table(args.cmd, rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0
+        p.add_argument("--json", help="write the rows here")
+        p.set_defaults(run=_runner(name, fn))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _runner(name: str, fn):
+    def run(args, argv) -> int:
+        rows = fn(args)
+        return print_rows(table(name, rows), rows, args.json)
+    return run

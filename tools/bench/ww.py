@@ -2,8 +2,8 @@
 solver and LIBLINEAR's Crammer–Singer (``-s 4``) and one-vs-rest (``-s 3``), in RAM,
 training time only (issue 13's README table).
 
-    python tools/bench_ww.py                               # dna, letter, pendigits, usps
-    python tools/bench_ww.py --datasets dna,letter -C 0.0625 --repeat 5 --json out.json
+    python tools/bench.py ww                               # dna, letter, pendigits, usps
+    python tools/bench.py ww --datasets dna,letter -C 0.0625 --repeat 5 --json out.json
 
 For each data set of ``../shared/datasets`` the training file is converted once to a store
 (``bench-out/work/<name>/train.zarr``, ``--shuffle --seed 0``, reused when present). ``ww``
@@ -34,18 +34,18 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import time
 import warnings
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from ._common import DATASETS, ROOT, print_rows
+from ._table import markdown_table
+from ._timed import timed
+from .suite_data import REAL
 
-from tools.bench import REAL  # noqa: E402  (the data sets' files, as tools/bench.py knows them)
+__all__ = ["DATA", "measure", "compile_reference", "register"]
 
-#: The multiclass sets of ``tools/bench.py``'s suite: (training file, test file or None).
+#: The multiclass sets of the solver suite: (training file, test file or None).
 DATA = {name: REAL[name] for name in ("dna", "letter", "pendigits", "usps", "vowel")}
 
 
@@ -60,14 +60,9 @@ def _store(name: str, data_dir: str, work: str) -> str:
 
 
 def _best(fn, repeat: int):
-    """``(fastest seconds, last result)`` of ``repeat`` calls after one uncounted call."""
-    out = fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+    """``(fastest seconds, result)`` of ``repeat`` calls after one uncounted call."""
+    out, times = timed(fn, repeat, warm=True)
+    return min(times), out
 
 
 def compile_reference(work: str) -> str:
@@ -77,7 +72,8 @@ def compile_reference(work: str) -> str:
     if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
         cxx = shutil.which("g++") or shutil.which("c++")
         if cxx is None:
-            raise SystemExit("bench_ww: no C++ compiler (g++) for the reference; pass --no-cpp")
+            raise SystemExit("bench.py ww: no C++ compiler (g++) for the reference; pass "
+                             "--no-cpp")
         os.makedirs(work, exist_ok=True)
         subprocess.run([cxx, "-O3", "-march=native", "-o", exe, src], check=True)
     return exe
@@ -105,7 +101,7 @@ def measure(name: str, *, C: float = 2 ** -4, repeat: int = 3, max_passes: float
     from streamsvm._evaluate import evaluate
     from streamsvm._train import train
     from streamsvm.exceptions import ConvergenceWarning
-    data_dir = data_dir or os.path.join(ROOT, "..", "shared", "datasets")
+    data_dir = data_dir or DATASETS
     work = work or os.path.join(ROOT, "bench-out", "work")
     store = _store(name, data_dir, work)
     test = DATA[name][1] and os.path.join(data_dir, DATA[name][1])
@@ -151,22 +147,25 @@ def measure(name: str, *, C: float = 2 ** -4, repeat: int = 3, max_passes: float
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| data | method | passes | s | certified relative gap | test accuracy |",
-             "| :--- | :--- | ---: | ---: | ---: | ---: |"]
+    """Markdown table of :func:`measure`'s rows."""
+    out = []
     for r in rows:
         ww = r["converged"] is not None         # ww and the C++ reference: passes and a gap
         method = r["method"] + ("" if not ww or r["converged"] else " (not converged)")
-        passes = f"{r['passes']:.1f}" if ww else "–"
-        gap = f"{r['gap']:.1e}" if ww else "–"
-        acc = "–" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}"
-        lines.append(f"| {r['data']} | {method} | {passes} | {r['seconds']:.3f} | {gap} | "
-                     f"{acc} |")
-    return "\n".join(lines)
+        out.append([r["data"], method, f"{r['passes']:.1f}" if ww else "–",
+                    f"{r['seconds']:.3f}", f"{r['gap']:.1e}" if ww else "–",
+                    "–" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}"])
+    return markdown_table(["data", "method", "passes", "s", "certified relative gap",
+                           "test accuracy"], out, "llrrrr")
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+# -- the subcommand --------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``ww`` to the subcommands ``sub``."""
+    p = sub.add_parser("ww", help="ww against a C++ reference and LIBLINEAR -s 4 / -s 3, "
+                       "in RAM", description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", default="dna,letter,pendigits,usps",
                    help=f"comma-separated, from {', '.join(DATA)}")
     p.add_argument("-C", type=float, default=2 ** -4, help="the cost C (default 2^-4, the "
@@ -179,25 +178,22 @@ def main(argv=None) -> int:
     p.add_argument("--no-cpp", action="store_true", help="skip the C++ reference "
                    "(tools/ww_ref.cpp, compiled with g++ into the work directory)")
     p.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
-    args = p.parse_args(argv)
+    p.set_defaults(run=_ww_cmd, parser=p)
+
+
+def _ww_cmd(args, argv) -> int:
     names = [s.strip() for s in args.datasets.split(",") if s.strip()]
     bad = [n for n in names if n not in DATA]
     if bad:
-        p.error(f"--datasets: unknown data set {bad[0]!r} (choose from {', '.join(DATA)})")
+        args.parser.error(f"--datasets: unknown data set {bad[0]!r} (choose from "
+                          f"{', '.join(DATA)})")
     if args.repeat < 1:
-        p.error(f"--repeat must be >= 1, got {args.repeat}")
+        args.parser.error(f"--repeat must be >= 1, got {args.repeat}")
     cpp = None if args.no_cpp else compile_reference(
         args.work or os.path.join(ROOT, "bench-out", "work"))
     rows = []
     for n in names:
         rows += measure(n, C=args.C, repeat=args.repeat, max_passes=args.max_passes,
                         data_dir=args.data_dir, work=args.work, cpp=cpp)
-    print(table(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"C": args.C, "repeat": args.repeat, "rows": rows}, f, indent=1)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return print_rows(table(rows), {"C": args.C, "repeat": args.repeat, "rows": rows},
+                      args.json)

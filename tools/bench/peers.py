@@ -1,43 +1,28 @@
-"""Benchmark worker: trains one method on one data set in a fresh process (``bench.py --worker``).
-
-Each method runs in its own child process so that its peak RSS and start-up cost are its own.
-The worker loads the data the way that method's users do, times only the fitting calls
-(``time.perf_counter`` around them), and writes
-
-* ``result.json``: status, timestamps (``t_start``: the worker's first line, ``t_ready``: data
-  loaded, just before the first timed fit), and one entry per *step* (a fit, or a point of a
-  curve: ``max_passes`` re-runs, LIBLINEAR ``-e`` ladder, SGD epochs, VW ``--passes``);
-* ``weights.npz``: the weights ``W`` (k, d) and intercepts ``b`` (k,) of every step, named by
-  the step's ``weights`` key. The parent evaluates them all with one objective
-  (``tools/_bench_eval.py``), so no method grades itself.
-
-Conventions shared by every method: bias = 1 as a regularized constant feature (LIBLINEAR
-``-B 1``), labels encoded as in the store (binary ±1 with the larger original label positive;
-multiclass a class index into the sorted original labels).
+"""The peers of the solver suite, each trained the way its users do, in the worker process
+(``tools/bench.py worker``, :mod:`tools.bench.worker`): LIBLINEAR (``liblinear-official``),
+scikit-learn's ``LinearSVC`` and ``SGDClassifier`` (``partial_fit`` over the store's chunks),
+Vowpal Wabbit; and what translates their parameters and weights into the benchmark's one
+problem (bias = 1 as a regularized constant feature, labels encoded as in the store).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import sys
 import time
-import traceback
 import warnings
 
 import numpy as np
 
-__all__ = ["run_worker", "METHOD_FUNCS", "encode_labels", "liblinear_weights",
-           "parse_liblinear_output", "parse_vw_readable_model", "vw_bits", "vw_lambda",
-           "sgd_alpha", "VW_CONSTANT_HASH"]
+from ._timed import timed
+
+__all__ = ["PEER_FUNCS", "encode_labels", "liblinear_weights", "parse_liblinear_output",
+           "parse_vw_readable_model", "vw_bits", "vw_lambda", "sgd_alpha", "VW_CONSTANT_HASH"]
 
 #: VW's hash of the constant (bias) feature before masking (``constant`` in VW's source).
 VW_CONSTANT_HASH = 11650396
 
-
-# -- helpers shared with the parent and the tests -------------------------------------------
 
 def encode_labels(y, classes, task):
     """Original labels → the store's encoding (binary ±1, multiclass class index)."""
@@ -169,57 +154,6 @@ def liblinear_weights(model, n_features: int, task: str, n_classes: int, bias: f
     return W, b
 
 
-# -- the worker --------------------------------------------------------------------------------
-
-class _Out:
-    """Collects steps and weights of one worker run."""
-
-    def __init__(self, spec):
-        self.spec = spec
-        self.steps = []
-        self.arrays = {}
-        self.extra = {}
-        self.t_ready = None
-
-    def ready(self):
-        if self.t_ready is None:
-            self.t_ready = time.time()
-
-    def add(self, role, label, param, fit_seconds, passes=None, passes_kind=None, W=None, b=None,
-            **info):
-        key = None
-        if W is not None:
-            key = f"s{len(self.steps)}"
-            self.arrays[key + ".W"] = np.asarray(W, dtype=np.float64)
-            self.arrays[key + ".b"] = np.asarray(b, dtype=np.float64)
-        fs = list(fit_seconds) if isinstance(fit_seconds, (list, tuple)) else [fit_seconds]
-        step = {"role": role, "label": label, "param": param, "fit_seconds_all": fs,
-                # the fastest of the repeats: noise on a shared VM only ever adds time
-                "fit_seconds": float(np.min(fs)) if fs and fs[0] is not None else None,
-                "passes": None if passes is None else float(passes), "passes_kind": passes_kind,
-                "weights": key}
-        step.update(info)
-        self.steps.append(step)
-        return step
-
-
-def _timed(fn, repeat: int, repeat_under: float):
-    """Run ``fn`` once, then up to ``repeat - 1`` more times if the first took < repeat_under s.
-
-    Returns the first call's result and the list of wall times.
-    """
-    times, first = [], None
-    for r in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        res = fn()
-        times.append(time.perf_counter() - t0)
-        if r == 0:
-            first = res
-            if times[0] >= repeat_under:
-                break
-    return first, times
-
-
 def _load_text(path, n_features, classes, task):
     from sklearn.datasets import load_svmlight_file
     X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float64)
@@ -228,76 +162,6 @@ def _load_text(path, n_features, classes, task):
         X.indices = X.indices.astype(np.int32)
         X.indptr = X.indptr.astype(np.int32)
     return X, encode_labels(y, classes, task)
-
-
-# streamsvm ----------------------------------------------------------------------------------
-
-def m_streamsvm(spec, out: _Out):
-    from streamsvm import InMemoryStore, open_store
-    from streamsvm._train import train
-    from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
-    warnings.simplefilter("ignore", ConvergenceWarning)
-    ds = spec["dataset"]
-    store = open_store(ds["store"])
-    solver = spec["solver"]
-    params = solver_params(solver, C=spec["C"], loss=spec["loss"], tol=spec["tol"],
-                           max_passes=spec["max_passes"])
-    common = dict(solver=solver, memory=spec["memory"], seed=spec["seed"],
-                  readers=spec.get("readers"))
-    # warm-up on a few rows (loads numba's on-disk cache of every kernel: not solver time)
-    t0 = time.perf_counter()
-    part = store.read_rows(0, min(store.n_rows, 2000))
-    import scipy.sparse as sp
-    Xw = sp.csr_matrix((part.data, part.indices, part.indptr),
-                       shape=(part.n_rows, store.n_features))
-    try:
-        train(InMemoryStore(Xw, part.y, chunk_rows=500, dtype=store.dtype,
-                            task=store.task if len(np.unique(part.y)) > 2 else "auto"),
-              **common, **dict(params, max_passes=3, tol=0.5))
-    except InvalidParameterError as exc:
-        out.extra["unsupported"] = str(exc)
-        return "unsupported", str(exc)
-    except Exception as exc:  # the warm-up data may not suit the solver; the real run decides
-        out.extra["warmup_error"] = f"{type(exc).__name__}: {exc}"
-    out.extra["warmup_seconds"] = time.perf_counter() - t0
-    history = []
-
-    def callback(entry):
-        history.append({k: (v.item() if hasattr(v, "item") else v) for k, v in entry.items()})
-
-    def fit():
-        history.clear()
-        return train(store, callback=callback, **common, **params)
-
-    out.ready()
-    try:
-        (model, res), times = _timed(fit, spec["repeat"], spec["repeat_under"])
-    except InvalidParameterError as exc:
-        return "unsupported", str(exc)
-    out.extra["history"] = list(history)
-    out.add("headline", f"tol={spec['tol']:g}", {"tol": spec["tol"]}, times, res.passes, "exact",
-            model.coef, model.intercept, n_iter=int(res.n_iter), converged=bool(res.converged),
-            certificate=float(res.stop_value), solver_primal=float(res.primal),
-            solver_dual=float(res.dual))
-    if spec.get("curve") == "rerun":
-        mp = 1.0
-        while mp < res.passes and mp <= spec["max_passes"]:
-            t0 = time.perf_counter()
-            m2, r2 = train(store, **common, **dict(params, max_passes=mp))
-            dt = time.perf_counter() - t0
-            out.add("curve", f"max_passes={mp:g}", {"max_passes": mp}, dt, r2.passes, "exact",
-                    m2.coef, m2.intercept, certificate=float(r2.stop_value),
-                    converged=bool(r2.converged))
-            mp *= 2
-    if spec.get("reference_tol"):
-        t0 = time.perf_counter()
-        m3, r3 = train(store, **common, **dict(params, tol=spec["reference_tol"],
-                                               max_passes=spec.get("reference_max_passes", 2000)))
-        out.add("reference", f"tol={spec['reference_tol']:g}", {"tol": spec["reference_tol"]},
-                time.perf_counter() - t0, r3.passes, "exact", m3.coef, m3.intercept,
-                certificate=float(r3.stop_value), solver_dual=float(r3.dual),
-                solver_primal=float(r3.primal), converged=bool(r3.converged))
-    return "ok", None
 
 
 # LIBLINEAR -----------------------------------------------------------------------------------
@@ -313,7 +177,7 @@ def _libc_srand(seed: int) -> None:
         pass
 
 
-def m_liblinear(spec, out: _Out):
+def m_liblinear(spec, out):
     from liblinear import liblinear as ll
     from liblinear import liblinearutil as lu
     ds = spec["dataset"]
@@ -333,7 +197,7 @@ def m_liblinear(spec, out: _Out):
             param = ll.parameter(f"-s {s} -c {spec['C']!r} -B 1 -e {e!r}")
             param.print_func = printer
             return lu.train(prob, param)
-        model, times = _timed(fit, spec["repeat"], spec["repeat_under"])
+        model, times = timed(fit, spec["repeat"], spec["repeat_under"])
         info = parse_liblinear_output("".join(lines), s)
         W, b = liblinear_weights(model, ds["n_features"], ds["task"], k)
         out.add("ladder", f"-e {e:g}", {"e": e}, times, info.pop("passes"),
@@ -347,7 +211,7 @@ def m_liblinear(spec, out: _Out):
 
 # scikit-learn --------------------------------------------------------------------------------
 
-def m_linearsvc(spec, out: _Out):
+def m_linearsvc(spec, out):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.svm import LinearSVC
     ds = spec["dataset"]
@@ -364,14 +228,14 @@ def m_linearsvc(spec, out: _Out):
         return clf, any(issubclass(w.category, ConvergenceWarning) for w in caught)
 
     out.ready()
-    (clf, warned), times = _timed(fit, spec["repeat"], spec["repeat_under"])
+    (clf, warned), times = timed(fit, spec["repeat"], spec["repeat_under"])
     n_iter = int(np.max(clf.n_iter_))
     out.add("headline", f"tol={spec['tol']:g}", {"tol": spec["tol"]}, times, n_iter * k,
             "upper bound", clf.coef_, clf.intercept_, n_iter=n_iter, max_iter_warning=warned)
     return "ok", None
 
 
-def m_sgd(spec, out: _Out):
+def m_sgd(spec, out):
     import scipy.sparse as sp
     from sklearn.linear_model import SGDClassifier
     from streamsvm import open_store
@@ -398,7 +262,7 @@ def m_sgd(spec, out: _Out):
 
     out.ready()
     snaps = []
-    clf, times = _timed(lambda: fit(snaps if not snaps else None), spec["repeat"],
+    clf, times = timed(lambda: fit(snaps if not snaps else None), spec["repeat"],
                         spec["repeat_under"])
     for ep, (t, W, b) in enumerate(snaps[:-1], start=1):
         out.add("curve", f"epoch {ep}", {"epochs": ep}, t, ep, "exact", W, b)
@@ -409,7 +273,7 @@ def m_sgd(spec, out: _Out):
 
 # Vowpal Wabbit ------------------------------------------------------------------------------
 
-def m_vw(spec, out: _Out):
+def m_vw(spec, out):
     try:
         import vowpalwabbit
     except Exception as exc:  # noqa: BLE001  (the import may fail in many ways)
@@ -443,7 +307,7 @@ def m_vw(spec, out: _Out):
         def fit(args=args):
             w = vowpalwabbit.Workspace(args)
             w.finish()
-        _, times = _timed(fit, spec["repeat"], spec["repeat_under"])
+        _, times = timed(fit, spec["repeat"], spec["repeat_under"])
         role = "headline" if i == len(passes) - 1 else "curve"
         if multi:
             acc = {"train_accuracy": _vw_accuracy(vowpalwabbit, model, ds["vw_train"], work),
@@ -472,82 +336,6 @@ def _vw_accuracy(vowpalwabbit, model, data, work):
     return float(np.mean(p == t))
 
 
-METHOD_FUNCS = {"streamsvm": m_streamsvm, "liblinear": m_liblinear, "linearsvc": m_linearsvc,
-                "sgd": m_sgd, "vw": m_vw}
-
-
-def run_worker(spec_path: str) -> int:
-    """Entry point of ``bench.py --worker SPEC``: run, then write result.json and weights.npz."""
-    t_start = time.time()
-    with open(spec_path) as f:
-        spec = json.load(f)
-    out = _Out(spec)
-    try:
-        status, message = METHOD_FUNCS[spec["kind"]](spec, out)
-    except Exception as exc:  # noqa: BLE001  (reported, not raised: the parent goes on)
-        status, message = "error", f"{type(exc).__name__}: {exc}"
-        out.extra["traceback"] = traceback.format_exc()[-4000:]
-    outdir = spec["outdir"]
-    if out.arrays:
-        np.savez(os.path.join(outdir, "weights.npz"), **out.arrays)
-    result = {"status": status, "message": message, "t_start": t_start, "t_ready": out.t_ready,
-              "t_end": time.time(), "vm_hwm_mb": _vm_hwm_mb(), "steps": out.steps,
-              "extra": out.extra}
-    with open(os.path.join(outdir, "result.json"), "w") as f:
-        json.dump(result, f, default=_json_default)
-    return 0 if status != "error" else 1
-
-
-def _vm_hwm_mb():
-    """This process's peak RSS from /proc (a cross-check of the parent's rusage)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024 / 1e6
-    except OSError:
-        pass
-    return None
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run_worker(sys.argv[1]))
-
-
-def _param_table(name: str) -> dict:
-    from streamsvm.solvers import SOLVERS
-    cls = SOLVERS[name]
-    return cls.param_table() if hasattr(cls, "param_table") else {"loss": None}
-
-
-def trains(name: str, loss: str) -> bool:
-    """Whether solver ``name`` trains problems of this loss at all: one-vs-rest losses (it
-    declares ``loss``), or the Weston–Watkins problem ``"ww"`` (it does not)."""
-    return ("loss" in _param_table(name)) != (loss == "ww")
-
-
-def solver_params(name: str, *, C: float, loss: str, tol: float, max_passes: float) -> dict:
-    """The parameters a streamsvm solver gets for one (C, loss) problem of the benchmark.
-    ``loss="ww"`` is the Weston–Watkins problem (solver ``ww``, with its gap-decay stop off
-    so that ``tol`` alone decides, as for every other solver)."""
-    from streamsvm.exceptions import InvalidParameterError
-    table = _param_table(name)
-    has_loss = "loss" in table
-    if not trains(name, loss):
-        raise InvalidParameterError(f"{name} does not train the {loss!r} problem")
-    params = dict(C=C, tol=tol, max_passes=max_passes, bias=1.0)
-    if has_loss:
-        params["loss"] = loss
-    if "gap_decay" in table:
-        params["gap_decay"] = 0.0
-    if "free_bias" in table:        # the benchmark's problem: the bias a regularized feature
-        params["free_bias"] = False
-    return params
+#: Worker function of each peer ``kind``: ``f(spec, out) -> (status, message)``, ``out`` the
+#: worker's collector of steps and weights (:class:`tools.bench.worker._Out`).
+PEER_FUNCS = {"liblinear": m_liblinear, "linearsvc": m_linearsvc, "sgd": m_sgd, "vw": m_vw}

@@ -1,4 +1,5 @@
-"""Markdown tables and PNG plots of a ``tools/bench.py`` results document.
+"""Markdown tables and PNG plots of a solver-suite results document (``tools/bench.py suite``,
+``tools/bench.py render``).
 
 Only numbers present in the results JSON are printed (formatted, never recomputed from
 anything else); a missing value prints as ``–``.
@@ -9,10 +10,11 @@ from __future__ import annotations
 import math
 import os
 
-__all__ = ["render", "render_markdown", "fmt", "markdown_table", "problem_tables",
-           "io_table", "targets_tables", "curves", "plot_group"]
+from ._table import GAP_FLOOR, fmt, markdown_table
 
-GAP_FLOOR = 1e-9      # gaps at or below this (the best run itself) are drawn on the floor
+__all__ = ["render", "render_markdown", "problem_tables", "io_table", "targets_tables",
+           "curves", "plot_group"]
+
 PROBLEMS = (("Binary, hinge loss", "binary", ("hinge",)),
             ("Binary, squared hinge loss", "binary", ("squared_hinge",)),
             ("Multiclass (one-vs-rest hinge / squared hinge; Crammer–Singer: accuracy only)",
@@ -23,48 +25,11 @@ LOSS_SHORT = {"hinge": "hinge", "squared_hinge": "sq. hinge", "crammer_singer": 
               "ww": "W–W"}
 
 
-def fmt(x, kind: str = "g") -> str:
-    """Format one table cell."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    if kind == "s":              # seconds, 3 significant digits
-        if x >= 100:
-            return f"{x:,.0f}"
-        if x >= 10:
-            return f"{x:.1f}"
-        if x >= 1:
-            return f"{x:.2f}"
-        return f"{x:.3f}" if x >= 0.01 else f"{x:.4f}"
-    if kind == "mb":
-        return f"{x:,.0f}"
-    if kind == "acc":
-        return f"{x:.4f}"
-    if kind == "obj":
-        return f"{x:,.2f}" if abs(x) >= 1000 else f"{x:.6g}"
-    if kind == "gap":
-        if x <= GAP_FLOOR:
-            return "0 (best)" if x <= 0 else f"{x:.0e}"
-        return f"{x:.1e}"
-    if kind == "x":
-        return f"{x:.2f}×"
-    if kind == "passes":
-        return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
-    return f"{x:g}" if isinstance(x, float) else str(x)
-
-
 def _passes(value, kind) -> str:
     if value is None:
         return "–"
     prefix = {"upper bound": "≤", "approx": "≈"}.get(kind, "")
     return prefix + fmt(float(value), "passes")
-
-
-def markdown_table(headers, rows, align=None) -> str:
-    align = align or ["l"] + ["r"] * (len(headers) - 1)
-    sep = ["---:" if a == "r" else ":---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _setting(run) -> str:

@@ -1,9 +1,9 @@
-"""nesvm's own experiments (issue 15), next to ``tools/bench.py``'s solver tables.
+"""nesvm's own experiments (issue 15), next to the solver suite's tables.
 
-Two commands, each printing a Markdown table and writing JSON::
+Two commands, each printing a Markdown table and (``--json``) writing its rows::
 
-    python tools/bench_nesvm.py homotopy STORE -C 1        # homotopy modes, passes to 1e-3
-    python tools/bench_nesvm.py path STORE                  # a C path vs separate runs
+    python tools/bench.py nesvm homotopy STORE -C 1        # homotopy modes, passes to 1e-3
+    python tools/bench.py nesvm path STORE                  # a C path vs separate runs
 
 ``homotopy`` trains ``nesvm`` with ``homotopy=auto`` (the default), ``geometric``, and without
 homotopy (``none``, one stage at the smallest μ the auto run reached, so that its smoothing
@@ -17,42 +17,35 @@ before anything is timed, so every run is charged the same (zero) passes for it.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
-import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ._common import print_rows
+from ._table import markdown_table
+from ._timed import timed_train
 
-from streamsvm._train import train  # noqa: E402
-from streamsvm.exceptions import ConvergenceWarning  # noqa: E402
-from streamsvm.io import open_store  # noqa: E402
-from streamsvm.solvers.nesvm import _POWER_PASSES  # noqa: E402
+__all__ = ["PAPER_CS", "register"]
 
 PAPER_CS = [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0]
 
 
 def fit(store, **kw) -> dict:
-    t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        _, res = train(store, **kw)
+    """One timed run and its row."""
+    _, res, seconds = timed_train(store, **kw)
     h = res.history
     return {"params": {k: v for k, v in kw.items() if k != "solver"}, "solver": kw["solver"],
-            "passes": res.passes, "seconds": round(time.perf_counter() - t, 3),
+            "passes": res.passes, "seconds": round(seconds, 3),
             "gap": res.stop_value, "primal": res.primal, "converged": res.converged,
             "mu_last": h[-1].get("mu"), "lipschitz_passes": sum(e["kind"] == "lipschitz"
                                                                for e in h)}
 
 
 def warm_cache(store, **kw) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        train(store, solver="nesvm", max_passes=_POWER_PASSES + 1, **kw)
+    """nesvm's Lipschitz constant computed and cached in the store before anything is timed."""
+    from streamsvm.solvers.nesvm import _POWER_PASSES
+    timed_train(store, solver="nesvm", max_passes=_POWER_PASSES + 1, **kw)
 
 
 def cmd_homotopy(args) -> list:
+    from streamsvm.io import open_store
     store = open_store(args.store)
     common = dict(C=args.C, tol=args.tol, max_passes=args.max_passes, memory=args.memory)
     warm_cache(store, C=args.C)
@@ -64,6 +57,7 @@ def cmd_homotopy(args) -> list:
 
 
 def cmd_path(args) -> list:
+    from streamsvm.io import open_store
     store = open_store(args.store)
     common = dict(tol=args.tol, max_passes=args.max_passes, memory=args.memory)
     warm_cache(store)
@@ -73,35 +67,37 @@ def cmd_path(args) -> list:
 
 
 def table(rows: list) -> str:
-    out = ["| run | passes | seconds | gap | primal | converged |", "|---|---:|---:|---:|---:|---|"]
+    """Markdown table of the rows."""
+    out = []
     for r in rows:
-        p = r["params"]
-        name = r["solver"] + " " + " ".join(f"{k}={v}" for k, v in p.items()
+        name = r["solver"] + " " + " ".join(f"{k}={v}" for k, v in r["params"].items()
                                              if k not in ("tol", "max_passes", "memory"))
-        out.append(f"| {name} | {r['passes']:.0f} | {r['seconds']:.2f} | {r['gap']:.2e} | "
-                   f"{r['primal']:.6g} | {r['converged']} |")
-    return "\n".join(out)
+        out.append([name, f"{r['passes']:.0f}", f"{r['seconds']:.2f}", f"{r['gap']:.2e}",
+                    f"{r['primal']:.6g}", r["converged"]])
+    return markdown_table(["run", "passes", "seconds", "gap", "primal", "converged"], out,
+                          "lrrrrl")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("homotopy", "path"):
-        p = sub.add_parser(name)
+# -- the subcommand --------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``nesvm`` (``homotopy``, ``path``) to the subcommands ``sub``."""
+    top = sub.add_parser("nesvm", help="nesvm's homotopy modes and C paths",
+                         description=__doc__,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmds = top.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
+    for name, fn, what in (("homotopy", cmd_homotopy, "homotopy modes, passes to the gap"),
+                           ("path", cmd_path, "the paper's 7 C values in one run and apart")):
+        p = cmds.add_parser(name, help=what)
         p.add_argument("store")
         p.add_argument("-C", type=float, default=1.0)
         p.add_argument("--tol", type=float, default=1e-3)
         p.add_argument("--max-passes", type=float, default=3000)
         p.add_argument("--memory", default="2GB")
         p.add_argument("--json", help="write the rows here")
-    args = ap.parse_args(argv)
-    rows = cmd_homotopy(args) if args.cmd == "homotopy" else cmd_path(args)
-    print(table(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0
+        p.set_defaults(run=lambda args, argv, fn=fn: _run(fn, args))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _run(fn, args) -> int:
+    rows = fn(args)
+    return print_rows(table(rows), rows, args.json)

@@ -1,4 +1,4 @@
-"""``tools/bench.py --scheduler STORE``: passes per second on a dask ``LocalCluster`` of 1 and
+"""``tools/bench.py scheduler STORE``: passes per second on a dask ``LocalCluster`` of 1 and
 2 worker processes (one thread each) against the local backend, and the scaling efficiency.
 
 Each run trains a solver for a fixed number of passes (``tol`` out of reach) with
@@ -15,10 +15,15 @@ included).
 
 from __future__ import annotations
 
-import time
+import os
 import warnings
 
-__all__ = ["DASK_SOLVERS", "scheduler_scaling", "scaling_table"]
+from ._common import ROOT
+from ._machine import save_stamped
+from ._table import markdown_table
+from ._timed import timed_train
+
+__all__ = ["DASK_SOLVERS", "scheduler_scaling", "scaling_table", "register"]
 
 
 def _rate(history) -> tuple:
@@ -40,15 +45,11 @@ DASK_SOLVERS = tuple(_PARAMS)
 
 
 def _run(store, solver, passes, memory, scheduler=None, tol=None, C=1.0) -> dict:
-    from streamsvm._train import train
-    from streamsvm.exceptions import ConvergenceWarning
     params = dict(_PARAMS[solver], tol=tol or 1e-12, C=C)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        _, res = train(store, max_passes=passes, memory=memory, scheduler=scheduler, **params)
+    _, res, seconds = timed_train(store, max_passes=passes, memory=memory, scheduler=scheduler,
+                                  **params)
     rate, p, s = _rate(res.history)
-    return {"solver": solver, "seconds": time.perf_counter() - t0, "passes": res.passes,
+    return {"solver": solver, "seconds": seconds, "passes": res.passes,
             "passes_per_s": rate, "timed_passes": p, "timed_seconds": s,
             "primal": res.primal, "gap": res.stop_value, "converged": res.converged,
             "kind": res.history[-1]["kind"]}
@@ -95,19 +96,53 @@ def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), pa
 
 
 def scaling_table(r: dict) -> str:
+    """Markdown table of :func:`scheduler_scaling`."""
     if r.get("tol") is not None:
-        lines = [f"| solver | backend | passes to gap {r['tol']:g} | gap | s total | primal |",
-                 "| :--- | :--- | ---: | ---: | ---: | ---: |"]
-        for row in r["rows"]:
-            lines.append(f"| {row['solver']} ({row['kind']}) | {row['backend']} | "
-                         f"{row['passes']:.0f}{'' if row['converged'] else ' (cap)'} | "
-                         f"{row['gap']:.2e} | {row['seconds']:.1f} | {row['primal']:.6f} |")
-        return "\n".join(lines)
-    lines = ["| solver | backend | passes | passes/s (after the first) | efficiency | s total |",
-             "| :--- | :--- | ---: | ---: | ---: | ---: |"]
+        return markdown_table(
+            ["solver", "backend", f"passes to gap {r['tol']:g}", "gap", "s total", "primal"],
+            [[f"{row['solver']} ({row['kind']})", row["backend"],
+              f"{row['passes']:.0f}{'' if row['converged'] else ' (cap)'}",
+              f"{row['gap']:.2e}", f"{row['seconds']:.1f}", f"{row['primal']:.6f}"]
+             for row in r["rows"]], "llrrrr")
+    rows = []
     for row in r["rows"]:
         eff = row.get("efficiency")
-        lines.append(f"| {row['solver']} ({row['kind']}) | {row['backend']} | "
-                     f"{row['passes']:.0f} | {row['passes_per_s']:.3f} | "
-                     f"{'' if eff is None else f'{100 * eff:.0f} %'} | {row['seconds']:.1f} |")
-    return "\n".join(lines)
+        rows.append([f"{row['solver']} ({row['kind']})", row["backend"], f"{row['passes']:.0f}",
+                     f"{row['passes_per_s']:.3f}", "" if eff is None else f"{100 * eff:.0f} %",
+                     f"{row['seconds']:.1f}"])
+    return markdown_table(["solver", "backend", "passes", "passes/s (after the first)",
+                           "efficiency", "s total"], rows, "llrrrr")
+
+
+# -- the subcommand --------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``scheduler`` to the subcommands ``sub``."""
+    p = sub.add_parser("scheduler", help="passes/s on a dask LocalCluster of 1 and 2 workers "
+                       "against the local backend", description=__doc__.split("\n\n")[0])
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--max-passes", type=float, help="passes of every run (default 8); with "
+                   "--tol, their cap")
+    p.add_argument("--memory", default="1GB", help="budget per worker (default 1GB)")
+    p.add_argument("--tol", type=float, help="the passes and seconds to this gap instead")
+    p.add_argument("--dask-solvers", default="alm,dcd", metavar="LIST",
+                   help="the solvers to run, comma-separated (alm, dcd, nesvm, ww; default "
+                        "alm,dcd)")
+    p.add_argument("--dask-C", type=float, default=1.0, metavar="C",
+                   help="the cost C of every run (default 1)")
+    p.add_argument("--out", help="output directory (default bench-out/scheduler)")
+    p.set_defaults(run=_scheduler_cmd, parser=p)
+
+
+def _scheduler_cmd(args, argv) -> int:
+    solvers = tuple(s.strip() for s in args.dask_solvers.split(",") if s.strip())
+    bad = [s for s in solvers if s not in DASK_SOLVERS] or ([] if solvers else [""])
+    if bad:
+        args.parser.error(f"--dask-solvers: unknown solver {bad[0]!r} (choose from "
+                          f"{', '.join(DASK_SOLVERS)})")
+    r = scheduler_scaling(args.store, passes=int(args.max_passes or 8), memory=args.memory,
+                          tol=args.tol, C=args.dask_C, solvers=solvers)
+    save_stamped(r, argv, args.out or os.path.join(ROOT, "bench-out", "scheduler"),
+                 "scheduler.json")
+    print(scaling_table(r))
+    return 0

@@ -4,7 +4,7 @@ How many blocks the scheduler reads ahead (``prefetch``) and how many threads de
 them (``readers``) decide how well reading overlaps the solver's kernel. On a machine
 with few cores the two compete for CPU, so the best setting is measured, not guessed::
 
-    python tools/bench_readers.py bench-out/work/synth-1e7/train.zarr --memory 256201675
+    python tools/bench.py readers bench-out/work/synth-1e7/train.zarr --memory 256201675
 
 Each setting trains ``dcd`` (hinge, C = 1, no disk slab) for ``--passes`` streamed passes in
 a fresh process; the settings are run in turn, ``--repeat`` rounds, so that slow and fast
@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ._common import ROOT
+from ._table import markdown_table
+
+__all__ = ["parse_settings", "summarize", "register"]
 
 _CHILD = r"""
 import json, sys, warnings
@@ -59,6 +61,7 @@ def summarize(sweeps: list[dict]) -> dict:
 
 
 def run(store: str, memory: int, passes: float, prefetch: int, readers: int) -> dict:
+    """One setting's run in a fresh process, its sweeps summarized (the child times them)."""
     out = subprocess.run([sys.executable, "-c", _CHILD, store, str(memory), str(passes),
                           str(prefetch), str(readers)], capture_output=True, text=True,
                          cwd=ROOT, check=True)
@@ -66,25 +69,33 @@ def run(store: str, memory: int, passes: float, prefetch: int, readers: int) -> 
 
 
 def table(results: dict) -> str:
-    rows = ["| prefetch | readers | run | 1st sweep s | later sweeps s (median) | kernels s | "
-            "waiting s |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for (prefetch, readers), runs in results.items():
-        for i, r in enumerate(runs, 1):
-            rows.append(f"| {prefetch} | {readers} | {i} | {r['first_s']:.3f} | "
-                        f"{r['sweep_s']:.3f} | {r['kernel_s']:.3f} | {r['wait_s']:.3f} |")
-    return "\n".join(rows)
+    """Markdown table: one row per run of each setting."""
+    return markdown_table(
+        ["prefetch", "readers", "run", "1st sweep s", "later sweeps s (median)", "kernels s",
+         "waiting s"],
+        [[prefetch, readers, i, f"{r['first_s']:.3f}", f"{r['sweep_s']:.3f}",
+          f"{r['kernel_s']:.3f}", f"{r['wait_s']:.3f}"]
+         for (prefetch, readers), runs in results.items() for i, r in enumerate(runs, 1)],
+        "r" * 7)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+# -- the subcommand --------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``readers`` to the subcommands ``sub``."""
+    p = sub.add_parser("readers", help="seconds per streamed dcd pass for read-ahead settings",
+                       description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", help="a store from 'streamsvm convert'")
     p.add_argument("--memory", type=int, required=True, help="budget in bytes")
     p.add_argument("--passes", type=float, default=6, help="streamed passes per run")
     p.add_argument("--repeat", type=int, default=3, help="rounds over the settings")
     p.add_argument("--settings", default="2:2,4:2,4:1,8:1",
                    help="comma-separated prefetch:readers (default 2:2,4:2,4:1,8:1)")
-    args = p.parse_args(argv)
+    p.set_defaults(run=_readers_cmd)
+
+
+def _readers_cmd(args, argv) -> int:
     settings = parse_settings(args.settings)
     results: dict = {s: [] for s in settings}
     for _ in range(args.repeat):
@@ -93,7 +104,3 @@ def main(argv=None) -> int:
             print(f"prefetch {s[0]} readers {s[1]}: {results[s][-1]}", file=sys.stderr)
     print(table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
