@@ -41,9 +41,10 @@ from ._needs import Need, RowField
 from ._orders import (RESIDENT_STREAM, ROW_STREAM, USER_STREAM, chunk_groups, mix64,
                       sweep_order, visit_ranks)
 from ._reduce import Folder
+from ._resident import ResidentRows
 from ._state import RemoteRowState, RowState, ScratchDir
 
-__all__ = ["PassScheduler", "Group"]
+__all__ = ["PassScheduler", "Group", "Reduced", "Swept"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +55,29 @@ _STORE_ATTRS = ("n_rows", "n_features", "n_chunks", "chunk_sizes", "read_chunk")
 @dataclasses.dataclass(frozen=True, eq=False)
 class Group:
     """Blocks resident together (:meth:`PassScheduler.groups`): ``blocks``, ``views[j][s]``
-    the rows of block ``j`` in state ``s``, and ``seed`` for a kernel's own generator."""
+    the rows of block ``j`` in state ``s``, ``seed`` for a kernel's own generator and
+    ``position``, the group's place in its sweep."""
     blocks: tuple
     views: tuple
     seed: int
+    position: int = 0
+
+
+class Reduced(dict):
+    """The accumulators of a :meth:`PassScheduler.map_reduce` pass by name, and ``visits``:
+    the rows it visited (counted in ``passes``)."""
+
+    def __init__(self, arrays: dict, *, visits: int):
+        super().__init__(arrays)
+        self.visits = int(visits)
+
+
+@dataclasses.dataclass(frozen=True)
+class Swept:
+    """What a :meth:`PassScheduler.sweep` did: ``visits``, the rows it visited (counted in
+    ``passes``), and ``value``, what the solver's function returned."""
+    visits: int
+    value: object = None
 
 
 def _weak_call(method):
@@ -132,7 +152,7 @@ class PassScheduler:
     memory : int
         The budget in bytes.
     seed : int
-    sweep : int
+    sweeps : int
         Sweeps started so far (index of the next one).
     cyclic_sweeps : int
         ``"cyclic"`` sweeps started so far (their parity gives the next direction).
@@ -204,7 +224,7 @@ class PassScheduler:
         self._scratch = ScratchDir(scratch_dir, poll=self._poll)
         if not self.remote:
             self._scratch.sweep()       # folders of dead runs (_scratch.py)
-        self.sweep = 0
+        self.sweeps = 0
         self.reserved = 0
         self._held = 0                # bytes of the needs check_budget accepted
         self._dropped = 0             # cached bytes dropped since the heap was trimmed
@@ -559,18 +579,24 @@ class PassScheduler:
 
         Returns
         -------
-        dict of str to ndarray
-            The accumulators after the pass (run accumulators by reduction group in
+        Reduced
+            The accumulators after the pass by name (run accumulators by reduction group in
             visiting order, the groups combined along a fixed pairwise tree; per-block
-            ones folded by (block id, occurrence): see ``_reduce.py``). The same bits on
-            every backend and cluster shape (a fused pass excepted).
+            ones folded by (block id, occurrence): see ``_reduce.py``), the same bits on
+            every backend and cluster shape (a fused pass excepted); ``visits``: the rows
+            the pass visited.
         """
         if not callable(kernel):
             raise InvalidParameterError(f"The 'kernel' parameter of map_reduce must be "
                                         f"callable. Got {kernel!r} instead.")
+        v0 = self.rows_visited
         if self.remote:
-            return self._map_reduce_remote(kernel, acc, args, states, order, active, rows,
-                                           fuse)
+            res = self._map_reduce_remote(kernel, acc, args, states, order, active, rows, fuse)
+        else:
+            res = self._map_reduce_local(kernel, acc, args, states, order, active, rows, fuse)
+        return Reduced(res, visits=self.rows_visited - v0)
+
+    def _map_reduce_local(self, kernel, acc, args, states, order, active, rows, fuse) -> dict:
         ids, sweep = self._plan(order, active)
         folder = Folder(acc, ids, self._layout.groups, fuse)
         states = tuple(states)
@@ -694,6 +720,119 @@ class PassScheduler:
                 collector.abandon()
                 rows.collect_to = None
 
+    def sweep(self, fn: Callable, *args, over, order="sequential", group: int | None = None,
+              epoch: int = 0, states=(), rows=None, drop=()) -> "Swept":
+        """The one way a solver's code meets rows outside :meth:`map_reduce`: the scheduler
+        hands them over, runs ``fn``, counts the visits (and ``fn``'s seconds as kernel time),
+        and returns what the solver needs to decide (:class:`Swept`).
+
+        Parameters
+        ----------
+        fn : callable
+            What runs on the rows, by ``over``:
+
+            * ``over="store"``: ``fn(block, views, *args)`` for each block in ``order``, in
+              this thread and in that order (``views``: the block's rows of ``states``);
+              with ``group``, ``fn(Group, *args)`` for each ``group`` consecutive blocks of
+              the order;
+            * ``over=ResidentRows`` whose rows are in the store or on disk, with ``group``:
+              ``fn(Group, *args)`` for each group of its blocks with kept rows (dual
+              coordinate descent's shuffle buffer: :meth:`groups`, keyed by ``epoch``);
+            * ``over=ResidentRows`` in RAM, or ``HotRows``: ``fn(rows, *args)`` once, with
+              the rows it holds (``X``, ``y``, ``ids``, ``local``); it returns the row visits
+              it made, or ``(visits, value)``.
+        over : "store", ResidentRows or HotRows
+        order : as in :meth:`blocks` (``over="store"``)
+        group : int, optional
+            Blocks per group (the last may hold fewer).
+        epoch : int
+            Keys the groups' order and seeds (``over=ResidentRows``).
+        states : sequence of RowState
+            The states whose rows ``fn`` gets (views, or gathered copies for disk rows).
+        rows : ResidentRows, optional
+            ``over="store"``: count the rows each block keeps for it, and collect them as it
+            planned (:meth:`ResidentRows.plan`), after ``fn``.
+        drop : sequence of RowState
+            ``over="store"``: spilled states whose pages of a block are dropped once it is
+            done (:meth:`RowState.drop_pages`: one block's pages resident).
+
+        Returns
+        -------
+        Swept
+            ``visits``: the rows visited (counted in :attr:`passes`); ``value``: what ``fn``
+            returned (over rows it holds), or the list of what it returned per block or group.
+        """
+        v0 = self.rows_visited
+        if isinstance(over, str):
+            if over != "store":
+                raise InvalidParameterError(f"The 'over' parameter of sweep must be 'store', "
+                                            f"ResidentRows or HotRows. Got {over!r} instead.")
+            values = self._sweep_store(fn, args, order, group, tuple(states), rows, drop)
+        elif group is not None:
+            values = []
+            for g in self.groups(over, group, epoch=epoch, states=states):
+                values.append(self._timed_call(fn, g, *args))
+        else:
+            held = over.ram if isinstance(over, ResidentRows) else over
+            if held is None:
+                raise InvalidParameterError("sweep(over=rows): the resident rows are not in "
+                                            "RAM; sweep them in groups (group=...)")
+            out = self._timed_call(fn, held, *args)
+            visits, values = (out if isinstance(out, tuple) else (out, None))
+            self.rows_visited += int(visits)
+        return Swept(self.rows_visited - v0, values)
+
+    def _sweep_store(self, fn, args, order, group, states, rows, drop) -> list:
+        collector = rows.collector() if rows is not None else None
+        values, pending, done = [], [], False
+        blocks = self.blocks(order)
+        try:
+            for block in self._timed(blocks):
+                views = tuple(st.view(block) for st in states)
+                if group is None:
+                    values.append(self._timed_call(fn, block, views, *args))
+                    self._after_block(block, rows, collector, drop)
+                    continue
+                pending.append(block)
+                if len(pending) == group:
+                    values.append(self._store_group(fn, args, pending, states, rows,
+                                                    collector, drop, len(values)))
+                    pending = []
+            if pending:
+                values.append(self._store_group(fn, args, pending, states, rows, collector,
+                                                drop, len(values)))
+            done = True
+        finally:
+            blocks.close()
+            if rows is not None:
+                if done:
+                    rows.finish(collector)
+                elif collector is not None:
+                    collector.abandon()
+        return values
+
+    def _store_group(self, fn, args, blocks, states, rows, collector, drop, position):
+        g = Group(tuple(blocks), tuple(tuple(st.view(b) for st in states) for b in blocks),
+                  self.block_seed(blocks[0]), position)
+        value = self._timed_call(fn, g, *args)
+        for b in blocks:
+            self._after_block(b, rows, collector, drop)
+        return value
+
+    def _after_block(self, block, rows, collector, drop) -> None:
+        if rows is not None:
+            rows.after_block(block, collector)
+        for st in drop:
+            st.drop_pages(block)
+
+    def _timed_call(self, fn, *args):
+        """``fn(*args)``, its seconds added to :attr:`kernel_seconds`."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.kernel_seconds += time.perf_counter() - t0
+
     def _group(self, rows, blocks, states, collector, disk, epoch, position):
         if disk:
             views = tuple(tuple(st.values[b.ids] for st in states) for b in blocks)
@@ -701,7 +840,7 @@ class PassScheduler:
         else:
             views = tuple(tuple(st.view(b) for st in states) for b in blocks)
             seed = self.block_seed(blocks[0])
-        yield Group(tuple(blocks), views, seed)
+        yield Group(tuple(blocks), views, seed, position)
         k = states.index(rows.key) if rows.key in states else None
         for b, v in zip(blocks, views):
             if disk:
@@ -774,7 +913,6 @@ class PassScheduler:
         if self.remote:
             raise InvalidParameterError("resident rows live in the training process: not on "
                                         "a dask cluster")
-        from ._resident import ResidentRows
         return ResidentRows(self, key, states, extra_row_bytes=self._row_bytes(states, fields),
                             fixed_bytes=self._held, **kw)
 
@@ -804,7 +942,7 @@ class PassScheduler:
 
     def _plan(self, order, active) -> tuple[np.ndarray, int]:
         self._setting_up = False
-        ids = sweep_order(order, self.n_blocks, self.seed, self.sweep, self.cyclic_sweeps)
+        ids = sweep_order(order, self.n_blocks, self.seed, self.sweeps, self.cyclic_sweeps)
         if active is not None:
             mask = np.asarray(active)
             if mask.shape != (self.n_blocks,) or mask.dtype != np.bool_:
@@ -812,8 +950,8 @@ class PassScheduler:
                     f"The 'active' parameter must be a boolean array of shape "
                     f"({self.n_blocks},). Got shape {mask.shape} and dtype {mask.dtype} instead.")
             ids = ids[mask[ids]]
-        sweep = self.sweep
-        self.sweep += 1
+        sweep = self.sweeps
+        self.sweeps += 1
         if isinstance(order, str) and order == "cyclic":
             self.cyclic_sweeps += 1
         return ids, sweep
@@ -964,7 +1102,7 @@ class PassScheduler:
         return {
             "version": _STATE_DICT_VERSION,
             "seed": self.seed,
-            "sweep": self.sweep,
+            "sweep": self.sweeps,
             "cyclic_sweeps": self.cyclic_sweeps,
             "rows_visited": self.rows_visited,
             "blocks_visited": self.blocks_visited,
@@ -997,7 +1135,7 @@ class PassScheduler:
             logger.info("resuming with the saved seed %d (scheduler was created with %d)",
                         int(d["seed"]), self.seed)
         self.seed = int(d["seed"])
-        self.sweep = int(d["sweep"])
+        self.sweeps = int(d["sweep"])
         self.cyclic_sweeps = int(d["cyclic_sweeps"])
         self.rows_visited = int(d["rows_visited"])
         self.blocks_visited = int(d["blocks_visited"])

@@ -176,7 +176,8 @@ class AlmSolver(Solver):
             if D1 > max(self.max_gram, 1):
                 raise InvalidParameterError(
                     f"alm: inner='gram' holds two ({D1} x {D1}) float64 matrices "
-                    f"({2 * 8 * D1 * D1 / 1e6:.0f} MB) for {store.n_features} features, more "
+                    f"({Need((D1, D1), count=2).nbytes({}) / 1e6:.0f} MB) for "
+                    f"{store.n_features} features, more "
                     f"than max_gram={self.max_gram} allows; raise max_gram or use inner='cg'")
 
     # -- setup -------------------------------------------------------------------------

@@ -456,11 +456,10 @@ class NewtonSolver(Solver):
             polish = (band, self.cand.copy(), self.cand_live.copy())
             acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
         if self.cg:
-            acc.update(hdiag=Accumulator((D1, k)), rowbytes=Accumulator(2))
+            # [rows with curvature, their entries, rows near the margin, their entries]
+            acc.update(hdiag=Accumulator((D1, k)), rowsize=Accumulator(4))
         hess = "cg" if self.cg else "full" if self.full_h else "active"
-        sample = None
-        if self.cg:                # (share kept, bytes of a row's entry, bytes per row)
-            sample = (self.sample_p, self.rows.row_bytes, self.rows.extra_row_bytes)
+        sample = self.sample_p if self.cg else None      # (the share of them kept)
         args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
                 plan, self.amap, cutoff, self.free_bias, polish, (hess, sample))
         if self.rows is not None:
@@ -471,9 +470,8 @@ class NewtonSolver(Solver):
                                    rows=self.rows)
             sched.finish_collect()
             if self.cg:            # the next pass keeps a share that fits the RAM slab
-                curv, near = res["rowbytes"]
-                room = 0.7 * self.rows.ram_room() - near
-                self.sample_p = float(min(1.0, max(room, 0.0) / curv)) if curv > 0 else 1.0
+                size = res["rowsize"]
+                self.sample_p = self.rows.share_that_fits(size[:2], size[2:], 0.7)
         else:
             res = sched.map_reduce(_newton_block, args=args, acc=acc)
         res["alphas"], res["n_points"] = alphas, n_points
@@ -999,15 +997,16 @@ def _newton_block(block, views, args, acc):
         acc["hdiag"][d] += B * B * h[0].sum(axis=0)
         # when they did not all fit the RAM slab last pass, a share p of them drawn by row
         # id, their curvature weighted by 1/p (subsampled Newton-CG: an unbiased estimate)
-        p, row_bytes, extra = sample
+        p = sample
         curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
         keep = curv
         if p < 1.0:
             keep = curv & (_row_uniform(block.row_start, n)[:, None] < p)
         views[0][:] = 2 * keep
         views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
-        nbytes = np.diff(block.indptr) * row_bytes + extra
-        acc["rowbytes"][0] += float(nbytes[curv.any(axis=1)].sum())
+        lens, kept = np.diff(block.indptr), curv.any(axis=1)
+        acc["rowsize"][0] += float(np.count_nonzero(kept))
+        acc["rowsize"][1] += float(lens[kept].sum())
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
@@ -1035,7 +1034,9 @@ def _newton_block(block, views, args, acc):
         views[0][:] = views[0] | near if hess == "cg" else near
         views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
         if hess == "cg":
-            acc["rowbytes"][1] += float(nbytes[near.any(axis=1)].sum())
+            kept = near.any(axis=1)
+            acc["rowsize"][2] += float(np.count_nonzero(kept))
+            acc["rowsize"][3] += float(lens[kept].sum())
         past = np.where(on & (z > band[None, :]), Ck, 0.0)
         coef_u = past * yk
         csr_rmatmat_add(X, coef_u, acc["u"])

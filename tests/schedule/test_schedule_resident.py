@@ -103,7 +103,7 @@ def test_disk_rows_sweep_write_back_and_rebuild_the_same_files(unit, tmp_path):
     other_sched = PassScheduler(store, memory="1GB", block_rows=40, scratch_dir=tmp_path)
     _, _, again = _rows(other_sched, ram=False, disk=True)
     again.load_state_dict(arrays, meta)
-    assert other_sched.passes == 0.0 and other_sched.sweep == 0   # rebuilt: nothing counted
+    assert other_sched.passes == 0.0 and other_sched.sweeps == 0   # rebuilt: nothing counted
     for part in disk.paths:
         with open(disk.paths[part], "rb") as a, open(again.disk.paths[part], "rb") as b:
             assert a.read() == b.read(), part
