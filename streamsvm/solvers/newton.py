@@ -559,7 +559,14 @@ class NewtonSolver(Solver):
         candidate for the next pass (module doc)."""
         if not self.polishing or self.rows.ram is None:
             return
-        sl = self.rows.ram
+        # its row visits are the history's polish_passes, not passes over the store: 0
+        sched.sweep(self._polish_on, sched, res, E, final, over=self.rows)
+        self.polishes += 1
+        if not self.cg:                        # cg's directions use the rows until the next pass
+            self.rows.leave_ram()
+
+    def _polish_on(self, sl, sched, res, E, final) -> int:
+        """:meth:`_polish` over the resident rows ``sl``."""
         near = (sl.local["newton.near"] & 1).astype(bool)
         B, d = float(self.bias), self.d
         pos, Cp, Cn, _ = self.prob
@@ -586,7 +593,7 @@ class NewtonSolver(Solver):
             else ({c: subs[c][3] for c in todo}, todo)
         for c in crawled:
             r, Z, Cc, _ = subs[c]
-            found[c], nfev = sched.run(_polish_dual, Z, res["u"][:, c], self.pen, found[c], Cc)
+            found[c], nfev = _polish_dual(Z, res["u"][:, c], self.pen, found[c], Cc)
             self.polish_visits += nfev * len(r)
         for c, a in found.items():
             sl.local["newton.a"][subs[c][0], c] = a
@@ -594,9 +601,7 @@ class NewtonSolver(Solver):
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
             self.cand[:, c] = w
             self.cand_live[c] = True
-        self.polishes += 1
-        if not self.cg:                        # cg's directions use the rows until the next pass
-            self.rows.leave_ram()
+        return 0
 
     def _polish_cd(self, sched, sl, subs, u) -> dict:
         """The restricted hinge duals of the models in ``subs`` (ℓ2 only) by dual
@@ -628,12 +633,13 @@ class NewtonSolver(Solver):
             shrink = (np.full(k, np.inf), np.full(k, -np.inf))
             plan = np.zeros((k, 3), dtype=np.int64)
             plan[:, 1] = limit              # no stop on the (unused) gap estimate
-            sched.run(dcd_classes_epochs, sl.X, self.unit, sl.y, qd,
-                      (alpha, active, np.zeros((k, n), np.float32)),
-                      (W, wb, np.zeros((k, d)), np.zeros((k, 2))), (pos, Cp, Cn, False, B),
-                      shrink, (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
-                      (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
-                       np.empty(5)), (pg, cert, info))
+            dcd_classes_epochs(sl.X, self.unit, sl.y, qd,
+                               (alpha, active, np.zeros((k, n), np.float32)),
+                               (W, wb, np.zeros((k, d)), np.zeros((k, 2))),
+                               (pos, Cp, Cn, False, B), shrink,
+                               (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
+                               (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
+                                np.empty(5)), (pg, cert, info))
             self.polish_visits += int(info[classes, 1].sum())
         crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
         return {c: alpha[c, subs[c][0]] for c in subs}, crawled
