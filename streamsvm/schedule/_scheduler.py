@@ -509,17 +509,12 @@ class PassScheduler:
                                         f"{bad[:5]} instead.")
         return self._backend.iter_blocks(ids)
 
-    def count_rows(self, n_rows: int) -> None:
-        """Count rows a solver visited outside a sweep (from its own RAM copy)."""
-        self.rows_visited += int(n_rows)
-
     def read_all(self) -> Block:
         """The whole store as one block (id -1), read at once and not cached.
 
-        For a solver that keeps the data in its own RAM when it fits the budget (dcd's
-        slab; :meth:`reserve` the bytes): one bulk read instead of a streamed first pass.
-        Counts the bytes read, not rows visited (the solver counts its own visits with
-        :meth:`count_rows`).
+        For the resident and hot rows when the whole store fits the budget (they
+        :meth:`reserve` its bytes): one bulk read instead of a streamed first pass. Counts
+        the bytes read, not rows visited (the sweeps over those rows count their visits).
         """
         return self._backend.read_all()
 
@@ -870,15 +865,6 @@ class PassScheduler:
             finally:
                 self.wait_seconds += time.perf_counter() - t0
             yield item
-
-    def run(self, kernel: Callable, *args):
-        """Call a solver's kernel on data it holds (resident rows, a group of blocks),
-        adding its time to :attr:`kernel_seconds`."""
-        t0 = time.perf_counter()
-        try:
-            return kernel(*args)
-        finally:
-            self.kernel_seconds += time.perf_counter() - t0
 
     def _row_bytes(self, states, fields) -> int:
         """What a resident row costs beside its CSR entries: its pointer (int64), label
