@@ -103,6 +103,20 @@ class HotRows:
     def nbytes(self) -> int:
         return self.nnz * self.row_bytes + self.n_rows * self.extra_row_bytes
 
+    def fits_store(self) -> bool:
+        """Whether every row of the store fits the room (:meth:`load_all`)."""
+        store = self.sched.store
+        return store.nnz * self.row_bytes + store.n_rows * self.extra_row_bytes <= self.room
+
+    def mean_row_bytes(self) -> float:
+        """What a row of the store's mean length costs."""
+        store = self.sched.store
+        return self.extra_row_bytes + self.row_bytes * store.nnz / max(1, store.n_rows)
+
+    def rows_that_fit(self) -> int:
+        """About how many rows of the store's mean length the room holds."""
+        return int(self.room // self.mean_row_bytes())
+
     def full(self, row_nnz: float = 1.0) -> bool:
         """No room for another row of ``row_nnz`` non-zeros (in rows or in bytes)."""
         return (self.n_rows >= self.max_rows or self.nnz + row_nnz > self.max_nnz

@@ -37,12 +37,14 @@ from ._blocks import Block, BlockLayout
 from ._heap import release_free_heap
 from ._local import LocalBackend, default_readers, reader_bytes
 from ._memory import parse_memory
+from ._needs import Need, RowField
 from ._orders import (RESIDENT_STREAM, ROW_STREAM, USER_STREAM, chunk_groups, mix64,
                       sweep_order, visit_ranks)
 from ._reduce import Folder
+from ._resident import ResidentRows
 from ._state import RemoteRowState, RowState, ScratchDir
 
-__all__ = ["PassScheduler", "Group"]
+__all__ = ["PassScheduler", "Group", "Reduced", "Swept"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +55,29 @@ _STORE_ATTRS = ("n_rows", "n_features", "n_chunks", "chunk_sizes", "read_chunk")
 @dataclasses.dataclass(frozen=True, eq=False)
 class Group:
     """Blocks resident together (:meth:`PassScheduler.groups`): ``blocks``, ``views[j][s]``
-    the rows of block ``j`` in state ``s``, and ``seed`` for a kernel's own generator."""
+    the rows of block ``j`` in state ``s``, ``seed`` for a kernel's own generator and
+    ``position``, the group's place in its sweep."""
     blocks: tuple
     views: tuple
     seed: int
+    position: int = 0
+
+
+class Reduced(dict):
+    """The accumulators of a :meth:`PassScheduler.map_reduce` pass by name, and ``visits``:
+    the rows it visited (counted in ``passes``)."""
+
+    def __init__(self, arrays: dict, *, visits: int):
+        super().__init__(arrays)
+        self.visits = int(visits)
+
+
+@dataclasses.dataclass(frozen=True)
+class Swept:
+    """What a :meth:`PassScheduler.sweep` did: ``visits``, the rows it visited (counted in
+    ``passes``), and ``value``, what the solver's function returned."""
+    visits: int
+    value: object = None
 
 
 def _weak_call(method):
@@ -131,7 +152,7 @@ class PassScheduler:
     memory : int
         The budget in bytes.
     seed : int
-    sweep : int
+    sweeps : int
         Sweeps started so far (index of the next one).
     cyclic_sweeps : int
         ``"cyclic"`` sweeps started so far (their parity gives the next direction).
@@ -203,8 +224,9 @@ class PassScheduler:
         self._scratch = ScratchDir(scratch_dir, poll=self._poll)
         if not self.remote:
             self._scratch.sweep()       # folders of dead runs (_scratch.py)
-        self.sweep = 0
+        self.sweeps = 0
         self.reserved = 0
+        self._held = 0                # bytes of the needs check_budget accepted
         self._dropped = 0             # cached bytes dropped since the heap was trimmed
         self.cyclic_sweeps = 0
         self.rows_visited = 0
@@ -352,13 +374,23 @@ class PassScheduler:
         """The bytes states, cached blocks, blocks in flight and reservations may use."""
         return int(self.memory * (1.0 - self.ALLOCATOR_HEADROOM))
 
-    def run_bytes(self, nbytes: int) -> int:
+    def _run_bytes(self, nbytes: int) -> int:
         """The most bytes a run accumulator of ``nbytes`` (``Accumulator``, not per block)
         holds at once in a :meth:`map_reduce` pass over this store: one array per level of
-        the reduction tree over its groups, ``⌈log2 G⌉ + 1`` (``_reduce.py``). For a
-        solver's :meth:`check_budget` when its reductions are O(d)."""
+        the reduction tree over its groups, ``⌈log2 G⌉ + 1`` (``_reduce.py``)."""
         g = max(1, int(self._layout.n_groups))
         return int(nbytes) * ((g - 1).bit_length() + 1)
+
+    def need_bytes(self, need) -> int:
+        """The bytes of a declared :class:`~streamsvm.schedule.Need` (or a sequence of them):
+        its arrays, and for the sums of a pass every array of its reduction tree."""
+        if isinstance(need, (list, tuple)):
+            return sum(self.need_bytes(n) for n in need)
+        if not isinstance(need, Need):
+            raise InvalidParameterError(f"a solver's needs are declared as Need records, "
+                                        f"not {type(need).__name__} ({need!r})")
+        nbytes = need.nbytes({"block": int(np.max(self._layout.sizes, initial=0))})
+        return self._run_bytes(nbytes) if need.per_pass else nbytes
 
     def check_budget(self, owner: str, needs: dict) -> None:
         """Refuse, before the first pass, a budget too small for what must stay in memory.
@@ -367,18 +399,21 @@ class PassScheduler:
         ----------
         owner : str
             Who needs it (a solver's name), for the message.
-        needs : dict of str to int
-            Bytes a solver must hold whatever the budget (its model, its running sums),
-            by what they are. The blocks in flight are added here: when the budget cannot
-            hold ``prefetch`` blocks read ahead, fewer are (down to none), and the reader
-            keeps fewer decoded inner chunks.
+        needs : dict of str to Need or sequence of Need
+            What a solver must hold whatever the budget (its models, their running sums, a
+            pass's sums), by what they are (:class:`~streamsvm.schedule.Need`). The
+            scheduler turns them into bytes; the blocks in flight are added here: when the
+            budget cannot hold ``prefetch`` blocks read ahead, fewer are (down to none), and
+            the reader keeps fewer decoded inner chunks. Accepted needs are held: the room
+            of resident and hot rows leaves them out.
 
         Raises
         ------
         InvalidParameterError
             Naming the smallest ``memory`` that holds them all.
         """
-        fixed = sum(int(v) for v in needs.values())
+        needs = {what: self.need_bytes(n) for what, n in needs.items()}
+        fixed = sum(needs.values())
         depth0, readers0 = self._backend.prefetch_asked, self._backend.readers_asked
         # the most decoded inner chunks kept, then the most blocks read ahead, then the most
         # reader threads that fit; the consumer decodes too while it would wait when one
@@ -396,6 +431,7 @@ class PassScheduler:
                                         "chunks per array", _mb(self.memory), depth, readers,
                                         depth0, readers0, keep)
                         self._set_read_ahead(depth, keep, readers, helps)
+                        self._held = fixed
                         return
         needs = dict(needs)
         needs["2 blocks in flight and the inner chunks being decoded"] = self._inflight(0, 1, 1)
@@ -473,17 +509,12 @@ class PassScheduler:
                                         f"{bad[:5]} instead.")
         return self._backend.iter_blocks(ids)
 
-    def count_rows(self, n_rows: int) -> None:
-        """Count rows a solver visited outside a sweep (from its own RAM copy)."""
-        self.rows_visited += int(n_rows)
-
     def read_all(self) -> Block:
         """The whole store as one block (id -1), read at once and not cached.
 
-        For a solver that keeps the data in its own RAM when it fits the budget (dcd's
-        slab; :meth:`reserve` the bytes): one bulk read instead of a streamed first pass.
-        Counts the bytes read, not rows visited (the solver counts its own visits with
-        :meth:`count_rows`).
+        For the resident and hot rows when the whole store fits the budget (they
+        :meth:`reserve` its bytes): one bulk read instead of a streamed first pass. Counts
+        the bytes read, not rows visited (the sweeps over those rows count their visits).
         """
         return self._backend.read_all()
 
@@ -543,18 +574,24 @@ class PassScheduler:
 
         Returns
         -------
-        dict of str to ndarray
-            The accumulators after the pass (run accumulators by reduction group in
+        Reduced
+            The accumulators after the pass by name (run accumulators by reduction group in
             visiting order, the groups combined along a fixed pairwise tree; per-block
-            ones folded by (block id, occurrence): see ``_reduce.py``). The same bits on
-            every backend and cluster shape (a fused pass excepted).
+            ones folded by (block id, occurrence): see ``_reduce.py``), the same bits on
+            every backend and cluster shape (a fused pass excepted); ``visits``: the rows
+            the pass visited.
         """
         if not callable(kernel):
             raise InvalidParameterError(f"The 'kernel' parameter of map_reduce must be "
                                         f"callable. Got {kernel!r} instead.")
+        v0 = self.rows_visited
         if self.remote:
-            return self._map_reduce_remote(kernel, acc, args, states, order, active, rows,
-                                           fuse)
+            res = self._map_reduce_remote(kernel, acc, args, states, order, active, rows, fuse)
+        else:
+            res = self._map_reduce_local(kernel, acc, args, states, order, active, rows, fuse)
+        return Reduced(res, visits=self.rows_visited - v0)
+
+    def _map_reduce_local(self, kernel, acc, args, states, order, active, rows, fuse) -> dict:
         ids, sweep = self._plan(order, active)
         folder = Folder(acc, ids, self._layout.groups, fuse)
         states = tuple(states)
@@ -678,6 +715,119 @@ class PassScheduler:
                 collector.abandon()
                 rows.collect_to = None
 
+    def sweep(self, fn: Callable, *args, over, order="sequential", group: int | None = None,
+              epoch: int = 0, states=(), rows=None, drop=()) -> "Swept":
+        """The one way a solver's code meets rows outside :meth:`map_reduce`: the scheduler
+        hands them over, runs ``fn``, counts the visits (and ``fn``'s seconds as kernel time),
+        and returns what the solver needs to decide (:class:`Swept`).
+
+        Parameters
+        ----------
+        fn : callable
+            What runs on the rows, by ``over``:
+
+            * ``over="store"``: ``fn(block, views, *args)`` for each block in ``order``, in
+              this thread and in that order (``views``: the block's rows of ``states``);
+              with ``group``, ``fn(Group, *args)`` for each ``group`` consecutive blocks of
+              the order;
+            * ``over=ResidentRows`` whose rows are in the store or on disk, with ``group``:
+              ``fn(Group, *args)`` for each group of its blocks with kept rows (dual
+              coordinate descent's shuffle buffer: :meth:`groups`, keyed by ``epoch``);
+            * ``over=ResidentRows`` in RAM, or ``HotRows``: ``fn(rows, *args)`` once, with
+              the rows it holds (``X``, ``y``, ``ids``, ``local``); it returns the row visits
+              it made, or ``(visits, value)``.
+        over : "store", ResidentRows or HotRows
+        order : as in :meth:`blocks` (``over="store"``)
+        group : int, optional
+            Blocks per group (the last may hold fewer).
+        epoch : int
+            Keys the groups' order and seeds (``over=ResidentRows``).
+        states : sequence of RowState
+            The states whose rows ``fn`` gets (views, or gathered copies for disk rows).
+        rows : ResidentRows, optional
+            ``over="store"``: count the rows each block keeps for it, and collect them as it
+            planned (:meth:`ResidentRows.plan`), after ``fn``.
+        drop : sequence of RowState
+            ``over="store"``: spilled states whose pages of a block are dropped once it is
+            done (:meth:`RowState.drop_pages`: one block's pages resident).
+
+        Returns
+        -------
+        Swept
+            ``visits``: the rows visited (counted in :attr:`passes`); ``value``: what ``fn``
+            returned (over rows it holds), or the list of what it returned per block or group.
+        """
+        v0 = self.rows_visited
+        if isinstance(over, str):
+            if over != "store":
+                raise InvalidParameterError(f"The 'over' parameter of sweep must be 'store', "
+                                            f"ResidentRows or HotRows. Got {over!r} instead.")
+            values = self._sweep_store(fn, args, order, group, tuple(states), rows, drop)
+        elif group is not None:
+            values = []
+            for g in self.groups(over, group, epoch=epoch, states=states):
+                values.append(self._timed_call(fn, g, *args))
+        else:
+            held = over.ram if isinstance(over, ResidentRows) else over
+            if held is None:
+                raise InvalidParameterError("sweep(over=rows): the resident rows are not in "
+                                            "RAM; sweep them in groups (group=...)")
+            out = self._timed_call(fn, held, *args)
+            visits, values = (out if isinstance(out, tuple) else (out, None))
+            self.rows_visited += int(visits)
+        return Swept(self.rows_visited - v0, values)
+
+    def _sweep_store(self, fn, args, order, group, states, rows, drop) -> list:
+        collector = rows.collector() if rows is not None else None
+        values, pending, done = [], [], False
+        blocks = self.blocks(order)
+        try:
+            for block in self._timed(blocks):
+                views = tuple(st.view(block) for st in states)
+                if group is None:
+                    values.append(self._timed_call(fn, block, views, *args))
+                    self._after_block(block, rows, collector, drop)
+                    continue
+                pending.append(block)
+                if len(pending) == group:
+                    values.append(self._store_group(fn, args, pending, states, rows,
+                                                    collector, drop, len(values)))
+                    pending = []
+            if pending:
+                values.append(self._store_group(fn, args, pending, states, rows, collector,
+                                                drop, len(values)))
+            done = True
+        finally:
+            blocks.close()
+            if rows is not None:
+                if done:
+                    rows.finish(collector)
+                elif collector is not None:
+                    collector.abandon()
+        return values
+
+    def _store_group(self, fn, args, blocks, states, rows, collector, drop, position):
+        g = Group(tuple(blocks), tuple(tuple(st.view(b) for st in states) for b in blocks),
+                  self.block_seed(blocks[0]), position)
+        value = self._timed_call(fn, g, *args)
+        for b in blocks:
+            self._after_block(b, rows, collector, drop)
+        return value
+
+    def _after_block(self, block, rows, collector, drop) -> None:
+        if rows is not None:
+            rows.after_block(block, collector)
+        for st in drop:
+            st.drop_pages(block)
+
+    def _timed_call(self, fn, *args):
+        """``fn(*args)``, its seconds added to :attr:`kernel_seconds`."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.kernel_seconds += time.perf_counter() - t0
+
     def _group(self, rows, blocks, states, collector, disk, epoch, position):
         if disk:
             views = tuple(tuple(st.values[b.ids] for st in states) for b in blocks)
@@ -685,7 +835,7 @@ class PassScheduler:
         else:
             views = tuple(tuple(st.view(b) for st in states) for b in blocks)
             seed = self.block_seed(blocks[0])
-        yield Group(tuple(blocks), views, seed)
+        yield Group(tuple(blocks), views, seed, position)
         k = states.index(rows.key) if rows.key in states else None
         for b, v in zip(blocks, views):
             if disk:
@@ -716,16 +866,18 @@ class PassScheduler:
                 self.wait_seconds += time.perf_counter() - t0
             yield item
 
-    def run(self, kernel: Callable, *args):
-        """Call a solver's kernel on data it holds (resident rows, a group of blocks),
-        adding its time to :attr:`kernel_seconds`."""
-        t0 = time.perf_counter()
-        try:
-            return kernel(*args)
-        finally:
-            self.kernel_seconds += time.perf_counter() - t0
+    def _row_bytes(self, states, fields) -> int:
+        """What a resident row costs beside its CSR entries: its pointer (int64), label
+        (4 bytes), global id (int64), its values of ``states`` (local copies) and the
+        solver's declared per-row ``fields`` (:class:`~streamsvm.schedule.RowField`)."""
+        for f in fields:
+            if not isinstance(f, RowField):
+                raise InvalidParameterError(f"a resident row's fields are declared as "
+                                            f"RowField records, not {f!r}")
+        own = sum(st.dtype.itemsize * (st.width or 1) for st in states)
+        return 8 + 4 + 8 + own + sum(f.nbytes() for f in fields)
 
-    def resident_rows(self, key, states=(), **kw):
+    def resident_rows(self, key, states=(), *, fields=(), **kw):
         """Rows a solver keeps for revisits without a pass over the store
         (:class:`~streamsvm.schedule._resident.ResidentRows`: RAM and disk slabs, charged
         to the budget, their visits counted).
@@ -736,16 +888,21 @@ class PassScheduler:
             A row is kept while any of its columns is at least ``threshold`` (default 1).
         states : sequence of RowState
             Copied locally for the RAM slab (and written back when it is left).
+        fields : sequence of RowField
+            What the solver keeps per resident row besides (the scheduler counts the rows'
+            CSR entries, labels, ids and state copies itself): with the needs
+            :meth:`check_budget` accepted, what sizes the RAM slab.
         **kw
-            ``extra_row_bytes``, ``fixed_bytes``, ``ram``, ``disk``, ``disk_fraction``,
-            ``threshold`` of :class:`~streamsvm.schedule._resident.ResidentRows`.
+            ``ram``, ``disk``, ``disk_fraction``, ``threshold`` of
+            :class:`~streamsvm.schedule._resident.ResidentRows`.
         """
         if self.remote:
-            self._backend.iter_blocks(())           # raises: not on a cluster
-        from ._resident import ResidentRows
-        return ResidentRows(self, key, states, **kw)
+            raise InvalidParameterError("resident rows live in the training process: not on "
+                                        "a dask cluster")
+        return ResidentRows(self, key, states, extra_row_bytes=self._row_bytes(states, fields),
+                            fixed_bytes=self._held, **kw)
 
-    def hot_rows(self, states, flag, **kw):
+    def hot_rows(self, states, flag, *, fields=(), max_rows: int):
         """Rows a solver visits beside the sweeps, copied to RAM as their blocks go by
         (:class:`~streamsvm.schedule._hot.HotRows`: AVSF's hot cache, charged to the budget).
 
@@ -755,18 +912,23 @@ class PassScheduler:
             Held locally while a row is hot (written back when it leaves).
         flag : RowState
             uint8, 1 while a row is hot.
-        **kw
-            ``max_rows``, ``room``, ``extra_row_bytes`` of
-            :class:`~streamsvm.schedule._hot.HotRows`.
+        fields : sequence of RowField
+            What the solver keeps per hot row besides (as :meth:`resident_rows`).
+        max_rows : int
+            Most rows held; fewer when the budget left by the states, the blocks in flight
+            and the needs :meth:`check_budget` accepted holds fewer.
         """
         if self.remote:
-            self._backend.iter_blocks(())           # raises: not on a cluster
+            raise InvalidParameterError("hot rows live in the training process: not on a "
+                                        "dask cluster")
         from ._hot import HotRows
-        return HotRows(self, states, flag, **kw)
+        room = self.data_budget - self.state_bytes - self.inflight_bytes - self._held
+        return HotRows(self, states, flag, max_rows=max_rows, room=room,
+                       extra_row_bytes=self._row_bytes(states, fields))
 
     def _plan(self, order, active) -> tuple[np.ndarray, int]:
         self._setting_up = False
-        ids = sweep_order(order, self.n_blocks, self.seed, self.sweep, self.cyclic_sweeps)
+        ids = sweep_order(order, self.n_blocks, self.seed, self.sweeps, self.cyclic_sweeps)
         if active is not None:
             mask = np.asarray(active)
             if mask.shape != (self.n_blocks,) or mask.dtype != np.bool_:
@@ -774,8 +936,8 @@ class PassScheduler:
                     f"The 'active' parameter must be a boolean array of shape "
                     f"({self.n_blocks},). Got shape {mask.shape} and dtype {mask.dtype} instead.")
             ids = ids[mask[ids]]
-        sweep = self.sweep
-        self.sweep += 1
+        sweep = self.sweeps
+        self.sweeps += 1
         if isinstance(order, str) and order == "cyclic":
             self.cyclic_sweeps += 1
         return ids, sweep
@@ -926,7 +1088,7 @@ class PassScheduler:
         return {
             "version": _STATE_DICT_VERSION,
             "seed": self.seed,
-            "sweep": self.sweep,
+            "sweep": self.sweeps,
             "cyclic_sweeps": self.cyclic_sweeps,
             "rows_visited": self.rows_visited,
             "blocks_visited": self.blocks_visited,
@@ -959,7 +1121,7 @@ class PassScheduler:
             logger.info("resuming with the saved seed %d (scheduler was created with %d)",
                         int(d["seed"]), self.seed)
         self.seed = int(d["seed"])
-        self.sweep = int(d["sweep"])
+        self.sweeps = int(d["sweep"])
         self.cyclic_sweeps = int(d["cyclic_sweeps"])
         self.rows_visited = int(d["rows_visited"])
         self.blocks_visited = int(d["blocks_visited"])

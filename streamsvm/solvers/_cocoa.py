@@ -35,7 +35,7 @@ import numpy as np
 
 from ..kernels._cocoa import cocoa_rows
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Solver, rel_gap)
 
@@ -65,7 +65,7 @@ class CocoaDual(Solver):
         store = sched.store
         k = self.k = 1 if store.task == "binary" else len(store.classes)
         D1 = sched.n_features + 1
-        sched.check_budget(self.name, {"the model and its change": 3 * 8 * D1 * k})
+        sched.check_budget(self.name, {"the model and its change": Need((D1, k), count=3)})
         Cp, Cn = self.problem(store).resolved(store.classes, store.label_counts).costs(
             store.classes, store.label_counts)
         pos = np.ones(k) if k == 1 else np.arange(k, dtype=np.float64)

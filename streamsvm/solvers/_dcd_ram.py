@@ -93,20 +93,26 @@ class RamSlab:
     def epochs(self, sched, pg):
         """In-memory epochs until a pass of visits (one kernel call):
         ``(epochs, PG spread)``."""
-        s, sl = self.s, self.s.rows.ram
+        s = self.s
         info = np.zeros(5)
         rng_state = sched.rng(s.epochs, 1).integers(2**63, size=1, dtype=np.uint64)
         control = (s.shrinking, max(1, sched.n_rows), s.eps_pg, s.gap_trigger,
-                   s.check_due - sched.rows_visited)
-        sched.run(dcd_slab_epochs, sl.X, s.unit, sl.y, self.qd, self.duals(), s.model, s.prob,
-                  s.shrink, control, rng_state,
-                  (np.empty(sl.n_rows, np.int64), np.empty((s.k, 3))), (pg, s.cert, info))
-        sched.count_rows(int(info[1]))
+                   s.check_due - s.visits)
+        s.visits += sched.sweep(self._epochs_on, pg, control, rng_state, info,
+                                over=s.rows).visits
         self.active = int(info[4])
         s.cert_fresh = self.margins = True
         if info[3]:                # everything shrunk: un-shrink (LIBLINEAR does the same)
             s.unshrink()
         return max(1, int(info[0])), float(info[2]) if info[0] else -np.inf
+
+    def _epochs_on(self, sl, pg, control, rng_state, info) -> int:
+        """:func:`dcd_slab_epochs` over the slab ``sl``: the row visits it made."""
+        s = self.s
+        dcd_slab_epochs(sl.X, s.unit, sl.y, self.qd, self.duals(), s.model, s.prob, s.shrink,
+                        control, rng_state, (np.empty(sl.n_rows, np.int64), np.empty((s.k, 3))),
+                        (pg, s.cert, info))
+        return int(info[1])
 
     def state_dict(self) -> tuple[dict, dict]:
         return {"slab.margin": self.margin}, {"active": self.active, "margins": self.margins}
@@ -211,6 +217,13 @@ class PerClass:
         """Epochs of every dual class not ready for the check, each in turn on its own
         contiguous copy (one kernel call), then Newton on the primal classes:
         ``(epochs, PG spread)``."""
+        swept = sched.sweep(self._step_on, sched, over=self.s.rows)
+        self.s.visits += swept.visits
+        return swept.value
+
+    def _step_on(self, sl, sched):
+        """:meth:`step` over the slab ``sl``: ``(row visits, (epochs, PG spread))``, a visit of
+        one class's model counting as a k-th of a row visit (the rest carried over)."""
         waiting = np.flatnonzero(~self.ready)
         dual = waiting[~self.primal[waiting]]
         epochs, spread = (self._dual_epochs(sched, dual) if len(dual)
@@ -220,9 +233,9 @@ class PerClass:
         primal = waiting[self.primal[waiting]]
         if len(primal):
             epochs += self._newton(sched, primal)
-        sched.count_rows(self.visits // self.s.k)
+        rows = self.visits // self.s.k
         self.visits %= self.s.k
-        return max(1, epochs), spread
+        return rows, (max(1, epochs), spread)
 
     def _dual_epochs(self, sched, waiting):
         s, sl = self.s, self.s.rows.ram
@@ -238,10 +251,9 @@ class PerClass:
             left = np.where(~self.decided & (to > 0), np.minimum(left, to), left)
         control = (waiting.astype(np.int64), s.shrinking, left, s.tol, max(1, n // 2),
                    self.eps, self.plan, True)
-        sched.run(dcd_classes_epochs, sl.X, s.unit, sl.y, s.ramslab.qd, duals, model, s.prob,
-                  s.shrink, control, seeds,
-                  (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)), np.empty(5)),
-                  (pg, s.cert, info))
+        dcd_classes_epochs(sl.X, s.unit, sl.y, s.ramslab.qd, duals, model, s.prob, s.shrink,
+                           control, seeds, (np.empty(n, np.int64), np.empty((1, 3)),
+                                            np.empty((1, 4)), np.empty(5)), (pg, s.cert, info))
         visits = info[waiting, 1].astype(np.int64)
         self.visits += int(visits.sum())
         self.spent[waiting] += visits
@@ -287,8 +299,8 @@ class PerClass:
             w[:d, 0], w[d, 0] = model[0][c], model[1][c]
             duals[1][c] = 1                 # no shrinking; nothing at a bound (U = ∞)
             s.shrink[0][c], s.shrink[1][c] = np.inf, -np.inf
-            sched.run(sqh_newton, sl.X, s.unit, sl.y, (pos[c], Cp[c], Cn[c], B), w,
-                      (0.5 * s.tol, self.NEWTON_STEPS), work, (duals[0][c], duals[2][c], info))
+            sqh_newton(sl.X, s.unit, sl.y, (pos[c], Cp[c], Cn[c], B), w,
+                       (0.5 * s.tol, self.NEWTON_STEPS), work, (duals[0][c], duals[2][c], info))
             model[0][c], model[1][c] = w[:d, 0], w[d, 0]
             s.cert[c] = info[3], info[4]
             self.pdual[c] = info[4]

@@ -42,7 +42,7 @@ class WestonWatkinsCocoa(WestonWatkinsSolver):
     name. ``slab`` has no effect here (a cluster has no RAM slab of the training process)."""
 
     not_distributed = None
-    state_version = 2                   # (the local ww's checkpoints are version 1)
+    state_version = 2                   # (the local ww's checkpoints are version 3)
     history_extras = ("gap_decay", "partitions")
     state_arrays = ("W", "Wcert", "gsum", "cert", "gap1")
     state_values = ("epochs",)

@@ -68,7 +68,7 @@ import scipy.linalg
 from ..exceptions import InvalidParameterError
 from ..kernels._alm import N_SUMS, alm_cg, alm_rows
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, SVC_LOSS_PARAM, Param, Solver,
                     register)
 
@@ -176,7 +176,8 @@ class AlmSolver(Solver):
             if D1 > max(self.max_gram, 1):
                 raise InvalidParameterError(
                     f"alm: inner='gram' holds two ({D1} x {D1}) float64 matrices "
-                    f"({2 * 8 * D1 * D1 / 1e6:.0f} MB) for {store.n_features} features, more "
+                    f"({Need((D1, D1), count=2).nbytes({}) / 1e6:.0f} MB) for "
+                    f"{store.n_features} features, more "
                     f"than max_gram={self.max_gram} allows; raise max_gram or use inner='cg'")
 
     # -- setup -------------------------------------------------------------------------
@@ -191,7 +192,7 @@ class AlmSolver(Solver):
                                              D1 <= self.max_gram)
         if self.gram and self.inner == "auto":
             try:
-                sched.check_budget("alm", self._needs(sched))
+                sched.check_budget("alm", self._needs())
             except InvalidParameterError as exc:       # the Gram path does not fit: cg
                 log.info("alm: the Gram matrix of %d columns does not fit the memory "
                          "budget: inner='cg' (%s)", D1, exc)
@@ -199,7 +200,7 @@ class AlmSolver(Solver):
         self.steps = 1 if self.paper and self.inner == "auto" else self.cg_steps
         self.jacobi = self.precondition and not self.paper and not self.gram
         self.free = bool(self.free_bias and self.bias)
-        sched.check_budget("alm", self._needs(sched))
+        sched.check_budget("alm", self._needs())
         prob = self.problem(store).resolved(store.classes, store.label_counts)
         self.Cp, self.Cn = prob.costs(store.classes, store.label_counts)
         self.pos = np.ones(K) if self.m == 1 else np.arange(self.m, dtype=np.float64)
@@ -230,16 +231,15 @@ class AlmSolver(Solver):
         self.n_sv = 0
         self._factor = None                         # (μ, Cholesky factor), not saved
 
-    def _needs(self, sched) -> dict:
+    def _needs(self) -> dict:
         """What must stay in memory: the models and sums, and with the Gram path the Gram
-        matrix kept between passes plus, at most at once, the first pass's run accumulators
-        of it (one per level of the reduction tree: ``sched.run_bytes``) or its Cholesky
-        factor (computed in place of one copy)."""
+        matrix kept between passes plus, at most at once, the first pass's sums of it (one
+        array per level of the reduction tree, which the scheduler counts, at least one:
+        the Cholesky factor is computed in place of one copy)."""
         D1, K = self.d1, self.k
-        gram = 8 * D1 * D1
-        return {"the models, gradients and dual sums": 8 * D1 * K * 9,
-                "the Gram matrix, its pass's sums or its factor":
-                    gram + max(sched.run_bytes(gram), gram) if self.gram else 0}
+        gram = (Need((D1, D1)), Need((D1, D1), per_pass=True)) if self.gram else ()
+        return {"the models, gradients and dual sums": Need((D1, K), count=9),
+                "the Gram matrix, its pass's sums or its factor": gram}
 
     state_arrays = ("W", "Wcert", "mus", "primal", "dual", "gap", "last", "dq", "H0", "colsq")
     state_values = ("iters", "changes", "n_sv", "calm")

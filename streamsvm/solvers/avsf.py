@@ -57,7 +57,7 @@ from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_group, avsf_mas
 from ..exceptions import InvalidParameterError
 from ..kernels._dcd import dcd_check, dcd_estimate
 from ..problem import Problem
-from ..schedule import Accumulator, chunk_groups
+from ..schedule import Accumulator, Need, RowField, chunk_groups
 from .dcd import _fold_stats
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Param, Solver, register)
@@ -130,7 +130,11 @@ class AVSFSolver(Solver):
         binary = store.task == "binary"
         k = self.k = 1 if binary else len(store.classes)
         d = sched.n_features
-        sched.check_budget("avsf", {"the models": 8 * k * d})
+        # besides the models: a pair of blocks' visit codes and scratch (about 2 visits per
+        # row and model), as the hot rows' room leaves them out
+        sched.check_budget("avsf", {"the models": Need((d, k)),
+                                    "a pair of blocks' visit codes": Need(("block", 4 * k + 3),
+                                                                          count=2)})
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
@@ -154,27 +158,23 @@ class AVSFSolver(Solver):
         # it was last read
         self.owed = np.zeros((sched.n_blocks, k), np.int64)
         self.last_read = np.zeros(sched.n_blocks, np.int64)
-        # a hot row: pointer, label, id, ‖x‖², α and p, its visit codes (2 per model)
-        extra = 8 + 4 + 8 + 8 + 2 * 8 * k + 16 * k
-        # besides: a pair of blocks' visit codes and scratch (about 2 visits per row and model)
-        room = sched.data_budget - sched.state_bytes - sched.inflight_bytes - \
-            self.W.nbytes - 2 * int(np.max(sched.block_sizes)) * (32 * k + 24)
+        # a hot row: its α and p (the scheduler counts its entries, pointer, label and id),
+        # ‖x‖² and its visit codes (2 per model)
         self.hot = sched.hot_rows((self.alpha, self.p), self.hot_flag,
-                                  max_rows=int(self.cache * n), room=room,
-                                  extra_row_bytes=extra)
-        whole_bytes = store.nnz * self.hot.row_bytes + n * extra
-        if self.cache > 0 and whole_bytes <= max(0, room):
+                                  fields=(RowField("float64"), RowField("int64", 2 * k)),
+                                  max_rows=int(self.cache * n))
+        if self.cache > 0 and self.hot.fits_store():
             self.hot.load_all()                     # the paper's epochs, in RAM
         else:
             asked = int(self.cache * n)
-            per_row = extra + self.hot.row_bytes * store.nnz / max(1, n)   # a mean row
-            fits = int(min(asked, max(0, room) // per_row))
+            fits = min(asked, self.hot.rows_that_fit())
             if fits < 0.5 * asked:
                 logger.warning(
                     "avsf: the memory budget leaves room for about %d hot rows of the %d "
                     "asked (--cache %g); streamed without them, chunk order costs many more "
                     "epochs (24x on a9a, BENCHMARKS.md 'avsf'): raise --memory by about "
-                    "%.1f MB", fits, asked, self.cache, (asked - fits) * per_row / 1e6)
+                    "%.1f MB", fits, asked, self.cache,
+                    (asked - fits) * self.hot.mean_row_bytes() / 1e6)
         # a mean row: once the cache has no room for one, blocks are not offered their rows
         # (most offers then copied nothing: on the 10^6-row text-like store at 96 MB, 9 of
         # 10, a tenth of an epoch's time)
@@ -244,8 +244,8 @@ class AVSFSolver(Solver):
         hist = np.zeros(_BINS, np.int64)
         lo, width = math.log(self.p_min), math.log(self.p_max / self.p_min) / _BINS
         if not hot.whole:
-            sched.run(avsf_masses, self.p.values, self.hot_flag.values, self.bounds, mass[:nb],
-                      hist, lo, width)
+            avsf_masses(self.p.values, self.hot_flag.values, self.bounds, mass[:nb], hist, lo,
+                        width)
         hp = hot.local["avsf.p"]
         mass[nb] = hp.sum(axis=0)
         if not hot.whole:
@@ -265,9 +265,9 @@ class AVSFSolver(Solver):
         m = int(budget[nb].sum())
         H = self._hot_buffer(m)
         if hot.n_rows:
-            used = sched.run(avsf_codes, hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H,
-                             0, np.empty(hot.n_rows), state)
-            sched.run(avsf_shuffle, H, used, state)
+            used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H, 0,
+                              np.empty(hot.n_rows), state)
+            avsf_shuffle(H, used, state)
         ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
         ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
         per_block = budget[ids].sum(axis=1)
@@ -277,25 +277,24 @@ class AVSFSolver(Solver):
         if len(pairs):
             edges[1:] = np.floor(np.cumsum(group_budget) * (m / max(1, group_budget.sum())))
             edges[-1] = m
+        if pairs:
+            # the groups of two blocks, each with its slice of the hot rows' visits
+            sched.sweep(self._group_on, sched, budget, H, edges, over="store", order=ids,
+                        group=2)
         else:
-            sched.run(avsf_visits, *self._sources(), H, m, self.unit, self.model,
-                      self.prob, self._adapt(sched), self.st)
-            sched.count_rows(m // k)
-        if not pairs:
-            self._evict_cold()
-            return steps
-        blocks = sched.blocks(ids)
-        try:
-            pending, g = [], 0
-            for block in blocks:
-                pending.append(block)
-                if len(pending) == len(pairs[g]):
-                    self._group(sched, pending, budget, H[edges[g]:edges[g + 1]])
-                    pending, g = [], g + 1
-        finally:
-            blocks.close()
+            sched.sweep(self._hot_visits, H, m, self._adapt(sched), over=hot)
         self._evict_cold()
         return steps
+
+    def _hot_visits(self, hot, H, m, adapt) -> int:
+        """An epoch's visits all in the hot rows (no block has a budget): :func:`avsf_visits`;
+        the row visits they make (a visit of one model counting a k-th)."""
+        avsf_visits(*self._sources(), H, m, self.unit, self.model, self.prob, adapt, self.st)
+        return m // self.k
+
+    def _group_on(self, g, sched, budget, H, edges) -> None:
+        """:meth:`_group` of the sweep's group ``g``, with its slice of the hot visits."""
+        self._group(sched, list(g.blocks), budget, H[edges[g.position]:edges[g.position + 1]])
 
     def _defer(self, budget) -> None:
         """Lazy reading (spec §3.7): each block's visits of this epoch join what it is owed;
@@ -365,10 +364,9 @@ class AVSFSolver(Solver):
         state = np.array([sched.block_seed(b0)], dtype=np.uint64)
         count = np.zeros(2, np.int64)
         hf = self.hot_flag
-        sched.run(avsf_group, *self._sources(b0, b1), (hf.view(b0), hf.view(b1)), budgets, nb,
-                  H, (self.codes, self.wbuf, state), self.unit, self.model,
-                  self.prob, self._adapt(sched), self.st,
-                  (self.tau_in, self.p_mean, count))
+        avsf_group(*self._sources(b0, b1), (hf.view(b0), hf.view(b1)), budgets, nb, H,
+                   (self.codes, self.wbuf, state), self.unit, self.model, self.prob,
+                   self._adapt(sched), self.st, (self.tau_in, self.p_mean, count))
         if self.cache > 0 and count.any() and not hot.full(self.row_nnz):
             self._admit([b for j, b in enumerate(blocks) if count[j]])
 
@@ -400,6 +398,13 @@ class AVSFSolver(Solver):
                 break
 
     # -- the exact check -----------------------------------------------------------------
+    def _check_hot(self, hot, model, terms, stats) -> int:
+        """The exact check over the hot rows holding the whole store: :func:`dcd_check`."""
+        dcd_check(hot.X, self.unit, hot.y,
+                  (hot.local["avsf.alpha"], np.ones((hot.n_rows, self.k), np.uint8)), model,
+                  self.prob, (terms, stats))
+        return hot.n_rows
+
     def _check(self, sched) -> dict:
         """Exact projected gradients, primal and dual at the current ``w``: a read-only pass
         (over the hot rows when they are the whole store)."""
@@ -411,10 +416,7 @@ class AVSFSolver(Solver):
         terms = np.zeros((k, 3))
         model = (self.W, self.wb, np.zeros_like(self.W), np.zeros((k, 2)))
         if hot.whole:
-            sched.run(dcd_check, hot.X, self.unit, hot.y,
-                      (hot.local["avsf.alpha"], np.ones((hot.n_rows, k), np.uint8)), model,
-                      self.prob, (terms, stats))
-            sched.count_rows(sched.n_rows)
+            sched.sweep(self._check_hot, model, terms, stats, over=hot)
         else:
             hot.sync()
             res = sched.map_reduce(

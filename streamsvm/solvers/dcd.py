@@ -52,7 +52,7 @@ import numpy as np
 
 from ..kernels._dcd import dcd_check, dcd_estimate, dcd_sweep, dcd_terms_add
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need, RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Param, Solver, register, rel_gap)
 from ._dcd_ram import PerClass, RamSlab
@@ -93,10 +93,9 @@ class DCDSolver(Solver):
         binary = store.task == "binary"
         k = self.k = 1 if binary else len(store.classes)
         d = sched.n_features
-        # the streamed exact check sums the shrunk rows afresh: its run arrays, d×k each
-        check = sched.run_bytes(8 * k * d)
-        sched.check_budget("dcd", {"the model and its shrinking sums": 2 * 8 * k * d,
-                                   "the exact check's sums": check})
+        # the streamed exact check sums the shrunk rows afresh: a pass's sums, d×k
+        sched.check_budget("dcd", {"the model and its shrinking sums": Need((d, k), count=2),
+                                   "the exact check's sums": Need((d, k), per_pass=True)})
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
@@ -108,12 +107,13 @@ class DCDSolver(Solver):
         self.model = ((self.W[:, 0], self.wb, self.zu[:, 0], self.zs) if k == 1
                       else (self.W, self.wb, self.zu, self.zs))
         # 9k bytes per row: labels and ‖x_i‖² come with the rows, and the certificate terms
-        # are summed while the rows are visited, so only α and the shrink flags persist.
+        # are summed while the rows are visited, so only α and the shrink flags persist;
+        # a RAM slab's rows also keep ‖x̄_i‖² and their margins (_dcd_ram.py)
         self.alpha = sched.state("dcd.alpha", np.float64, width=k)
         self.active = sched.state("dcd.active", np.uint8, width=k, fill=1)
         self.rows = sched.resident_rows(
-            self.active, (self.alpha, self.active), extra_row_bytes=8 + 4 + 4 + 8 + 13 * k,
-            fixed_bytes=self.W.nbytes + self.zu.nbytes + check, ram=self.slab,
+            self.active, (self.alpha, self.active),
+            fields=(RowField("float32"), RowField("float32", k)), ram=self.slab,
             disk=self.disk_slab)
         self.pgmax_old, self.pgmin_old = np.full(k, np.inf), np.full(k, -np.inf)
         self.shrink = (self.pgmax_old, self.pgmin_old)
@@ -124,6 +124,7 @@ class DCDSolver(Solver):
         self.gap_trigger, self.check_due, self.check_misses = self.tol, 0, 0
         self.pending = None                     # an exact check asked for: [by_gap, by_pg]
         self.epochs = 0
+        self.visits = 0                         # row visits so far (what the sweeps return)
         self.ramslab = RamSlab(self)            # the RAM slab's own per-row arrays
         self.work = np.empty(0, dtype=np.int64)
         self.per_class = None                   # one-vs-rest in RAM: class by class
@@ -161,7 +162,7 @@ class DCDSolver(Solver):
         self.epochs += epochs
         primal, dual = self._objectives()
         gap = rel_gap(primal, dual)
-        by_gap = gap.max() <= self.gap_trigger and sched.rows_visited >= self.check_due
+        by_gap = gap.max() <= self.gap_trigger and self.visits >= self.check_due
         by_pg = spread <= self.eps_pg
         if by_gap or by_pg:
             self.pending = [bool(by_gap), bool(by_pg)]
@@ -186,16 +187,20 @@ class DCDSolver(Solver):
         if not (rows.disk.block_rows if rows.where == "disk" else rows.block_rows).any():
             self.unshrink()        # everything shrunk: un-shrink (LIBLINEAR does the same)
         self.terms[:] = 0.0         # summed over the visited rows (unvisited ones are shrunk)
-        for g in sched.groups(rows, 2, epoch=self.epochs, states=(self.alpha, self.active)):
-            blocks, views = g.blocks * 2 if len(g.blocks) == 1 else g.blocks, g.views
-            n = sum(b.n_rows for b in g.blocks)
-            if len(self.work) < n:
-                self.work = np.empty(n, dtype=np.int64)
-            sched.run(dcd_sweep, tuple((b.indptr, b.indices, b.data) for b in blocks),
-                      tuple(b.y for b in blocks), views * 2 if len(views) == 1 else views,
-                      len(g.blocks), self.unit, self.model, self.prob, self.shrink,
-                      (pg, self.terms), np.array([g.seed], dtype=np.uint64), self.work)
+        self.visits += sched.sweep(self._sweep_group, pg, over=rows, group=2,
+                                   epoch=self.epochs, states=(self.alpha, self.active)).visits
         self.ramslab.refresh()
+
+    def _sweep_group(self, g, pg) -> None:
+        """:func:`dcd_sweep` over a group of blocks, their rows interleaved."""
+        blocks, views = g.blocks * 2 if len(g.blocks) == 1 else g.blocks, g.views
+        n = sum(b.n_rows for b in g.blocks)
+        if len(self.work) < n:
+            self.work = np.empty(n, dtype=np.int64)
+        dcd_sweep(tuple((b.indptr, b.indices, b.data) for b in blocks),
+                  tuple(b.y for b in blocks), views * 2 if len(views) == 1 else views,
+                  len(g.blocks), self.unit, self.model, self.prob, self.shrink,
+                  (pg, self.terms), np.array([g.seed], dtype=np.uint64), self.work)
 
     # -- the exact check ------------------------------------------------------------------
     def _check(self, sched) -> dict:
@@ -212,11 +217,7 @@ class DCDSolver(Solver):
         self.terms[:] = 0.0
         stats = _new_stats(k)
         if rows.ram_full:
-            sl = rows.ram
-            sched.run(dcd_check, sl.X, self.unit, sl.y, self.ramslab.duals()[:2], self.model,
-                      self.prob, (self.terms, stats))
-            sched.count_rows(sched.n_rows)
-            self.ramslab.active = int(sl.local["dcd.active"].any(axis=1).sum())
+            self.visits += sched.sweep(self._check_slab, stats, over=rows).visits
         else:
             self.ramslab.leave()
             rows.plan_full_pass()
@@ -228,13 +229,14 @@ class DCDSolver(Solver):
                      "terms": Accumulator(self.terms.shape),
                      "stats": Accumulator(stats.shape, _fold_stats, per_block=True,
                                           init=stats)})
+            self.visits += res.visits
             self.zu[:], self.zs[:], self.terms[:] = res["zu"], res["zs"], res["terms"]
             stats = res["stats"]
             reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
             sched.finish_collect(install=rel_gap(reg + stats[:, 2], dual).max() > self.tol)
             self.ramslab.refresh()
         base = sched.n_rows // 2 if rows.ram_full else 2 * sched.n_rows
-        self.check_due = sched.rows_visited + base * 2 ** self.check_misses
+        self.check_due = self.visits + base * 2 ** self.check_misses
         reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
         primal = reg + stats[:, 2]
         self.cert[:, 0], self.cert[:, 1] = primal, dual         # exact at this w
@@ -250,6 +252,13 @@ class DCDSolver(Solver):
             if by_gap:      # the estimate was optimistic: space the next checks wider
                 self.check_misses = min(self.check_misses + 1, 2)
         return self._entry("check", primal, dual, gap, True)
+
+    def _check_slab(self, sl, stats) -> int:
+        """The exact check over a RAM slab holding every row: :func:`dcd_check`."""
+        dcd_check(sl.X, self.unit, sl.y, self.ramslab.duals()[:2], self.model, self.prob,
+                  (self.terms, stats))
+        self.ramslab.active = int(sl.local["dcd.active"].any(axis=1).sum())
+        return sl.n_rows
 
     # -- certificate ------------------------------------------------------------------------
     def _objectives(self):
@@ -308,9 +317,9 @@ class DCDSolver(Solver):
         if hasattr(self, "rows"):           # (start() may have refused the budget)
             self.rows.close()
 
-    state_version = 7
+    state_version = 8
     state_arrays = ("W", "wb", "zu", "zs", "cert", "pgmax_old", "pgmin_old", "terms")
-    state_values = ("epochs", "eps_pg", "gap_trigger", "check_due", "check_misses",
+    state_values = ("epochs", "visits", "eps_pg", "gap_trigger", "check_due", "check_misses",
                     "pending")
 
     def state_dict(self):

@@ -102,7 +102,7 @@ from ..exceptions import InvalidParameterError
 from ..io import read_derived, write_derived
 from ..kernels._nesvm import N_SUMS, nesvm_power, nesvm_rows
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, Param, Solver, register)
 
 __all__ = ["NesvmSolver"]
@@ -229,7 +229,8 @@ class NesvmSolver(Solver):
         K = self.k = self.m * len(self.Cs)
         D1 = self.d1 = sched.n_features + 1
         sched.check_budget("nesvm", {"the models, their sequences and gradients":
-                                     8 * D1 * K * 8 + 8 * D1 * _POWER_VECTORS * 3})
+                                     (Need((D1, K), count=8),
+                                      Need((D1, _POWER_VECTORS), count=3))})
         Cp, Cn = [], []
         for p in self.problems(store):
             cp, cn = p.resolved(store.classes, store.label_counts).costs(

@@ -108,7 +108,7 @@ from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
 from ..kernels._newton import newton_hess_add, newton_rows, smooth_hinge, symmetrize_lower
 from ..problem import Problem
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need, RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
 
@@ -272,16 +272,20 @@ class NewtonSolver(Solver):
                 self.apol = sched.state("newton.a", np.float32, width=k, fill=np.nan)
                 states += (self.apol,)
             self.states = states
+            # per resident row besides: the polish's and CG's work arrays (‖x̄_i‖², an order
+            # and an index; per model a dual and a margin) and, for the state not kept (the
+            # curvature or the polish's dual), a float32 per model all the same
             self.rows = sched.resident_rows(
-                self.near, states, extra_row_bytes=8 + 4 + 8 + 8 + 8 + 8 + 9 * k + 16 * k,
-                fixed_bytes=sum(self._needs(sched).values()), ram=True, disk=False)
+                self.near, states, fields=(RowField("float64", 3), RowField("float64", 2 * k),
+                                           RowField("float32", k * (3 - len(states)))),
+                ram=True, disk=False)
 
     def _fit_hessians(self, sched) -> None:
         """The Hessian path (dense or cg), its columns ``a``, the smoothing levels ``L`` and
         the points ``P`` per pass whose Hessians the budget holds.
 
         A pass sums ``P·L`` Hessians of ``a²`` entries per model into run accumulators
-        (one array per level of the reduction tree: ``sched.run_bytes``), reorders them
+        (one array per level of the reduction tree, which the scheduler counts), reorders them
         into one copy, keeps ``L`` between passes, and the Newton system takes two ``a×a``
         copies. Fewer points, then one level, when they do not fit; with ``hessian="auto"``
         the Hessian-free path when not even one fits (a dense Hessian of ``n_features + 1``
@@ -313,7 +317,7 @@ class NewtonSolver(Solver):
         when not even one point at one level fits, else None."""
         while True:
             try:
-                sched.check_budget("newton", self._needs(sched))
+                sched.check_budget("newton", self._needs())
                 return None
             except InvalidParameterError as exc:
                 if self.P == 1 and self.L == 1:
@@ -323,14 +327,15 @@ class NewtonSolver(Solver):
                 else:
                     self.L = 1
 
-    def _needs(self, sched) -> dict:
+    def _needs(self) -> dict:
         """What must stay in memory for the Hessian path chosen (:meth:`_fit_hessians`)."""
         k, D1, a, P, L = self.k, self.d + 1, self.a, self.P, self.L
-        per_pass = 8 * k * P * L * (D1 + a * a)            # the pass's g and H sums
-        return {"the models and their gradients": 8 * k * (7 * D1 + L * D1),
-                "the Hessians kept between passes": 8 * k * L * a * a,
-                "the pass's gradient and Hessian sums": sched.run_bytes(per_pass),
-                "their reordered copy and the Newton system": per_pass + 2 * 8 * a * a}
+        sums = (Need((L * P, D1, k), per_pass=True), Need((k, a, a, L * P), per_pass=True))
+        return {"the models and their gradients": Need((D1, k), count=7 + L),
+                "the Hessians kept between passes": Need((k, L, a, a)),
+                "the pass's gradient and Hessian sums": sums,
+                "their reordered copy and the Newton system":
+                    (Need((L * P, D1, k)), Need((k, a, a, L * P)), Need((a, a), count=2))}
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
@@ -451,11 +456,10 @@ class NewtonSolver(Solver):
             polish = (band, self.cand.copy(), self.cand_live.copy())
             acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
         if self.cg:
-            acc.update(hdiag=Accumulator((D1, k)), rowbytes=Accumulator(2))
+            # [rows with curvature, their entries, rows near the margin, their entries]
+            acc.update(hdiag=Accumulator((D1, k)), rowsize=Accumulator(4))
         hess = "cg" if self.cg else "full" if self.full_h else "active"
-        sample = None
-        if self.cg:                # (share kept, bytes of a row's entry, bytes per row)
-            sample = (self.sample_p, self.rows.row_bytes, self.rows.extra_row_bytes)
+        sample = self.sample_p if self.cg else None      # (the share of them kept)
         args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
                 plan, self.amap, cutoff, self.free_bias, polish, (hess, sample))
         if self.rows is not None:
@@ -466,9 +470,8 @@ class NewtonSolver(Solver):
                                    rows=self.rows)
             sched.finish_collect()
             if self.cg:            # the next pass keeps a share that fits the RAM slab
-                curv, near = res["rowbytes"]
-                room = 0.7 * self.rows.ram_room() - near
-                self.sample_p = float(min(1.0, max(room, 0.0) / curv)) if curv > 0 else 1.0
+                size = res["rowsize"]
+                self.sample_p = self.rows.share_that_fits(size[:2], size[2:], 0.7)
         else:
             res = sched.map_reduce(_newton_block, args=args, acc=acc)
         res["alphas"], res["n_points"] = alphas, n_points
@@ -556,7 +559,14 @@ class NewtonSolver(Solver):
         candidate for the next pass (module doc)."""
         if not self.polishing or self.rows.ram is None:
             return
-        sl = self.rows.ram
+        # its row visits are the history's polish_passes, not passes over the store: 0
+        sched.sweep(self._polish_on, sched, res, E, final, over=self.rows)
+        self.polishes += 1
+        if not self.cg:                        # cg's directions use the rows until the next pass
+            self.rows.leave_ram()
+
+    def _polish_on(self, sl, sched, res, E, final) -> int:
+        """:meth:`_polish` over the resident rows ``sl``."""
         near = (sl.local["newton.near"] & 1).astype(bool)
         B, d = float(self.bias), self.d
         pos, Cp, Cn, _ = self.prob
@@ -583,7 +593,7 @@ class NewtonSolver(Solver):
             else ({c: subs[c][3] for c in todo}, todo)
         for c in crawled:
             r, Z, Cc, _ = subs[c]
-            found[c], nfev = sched.run(_polish_dual, Z, res["u"][:, c], self.pen, found[c], Cc)
+            found[c], nfev = _polish_dual(Z, res["u"][:, c], self.pen, found[c], Cc)
             self.polish_visits += nfev * len(r)
         for c, a in found.items():
             sl.local["newton.a"][subs[c][0], c] = a
@@ -591,9 +601,7 @@ class NewtonSolver(Solver):
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
             self.cand[:, c] = w
             self.cand_live[c] = True
-        self.polishes += 1
-        if not self.cg:                        # cg's directions use the rows until the next pass
-            self.rows.leave_ram()
+        return 0
 
     def _polish_cd(self, sched, sl, subs, u) -> dict:
         """The restricted hinge duals of the models in ``subs`` (ℓ2 only) by dual
@@ -625,12 +633,13 @@ class NewtonSolver(Solver):
             shrink = (np.full(k, np.inf), np.full(k, -np.inf))
             plan = np.zeros((k, 3), dtype=np.int64)
             plan[:, 1] = limit              # no stop on the (unused) gap estimate
-            sched.run(dcd_classes_epochs, sl.X, self.unit, sl.y, qd,
-                      (alpha, active, np.zeros((k, n), np.float32)),
-                      (W, wb, np.zeros((k, d)), np.zeros((k, 2))), (pos, Cp, Cn, False, B),
-                      shrink, (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
-                      (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
-                       np.empty(5)), (pg, cert, info))
+            dcd_classes_epochs(sl.X, self.unit, sl.y, qd,
+                               (alpha, active, np.zeros((k, n), np.float32)),
+                               (W, wb, np.zeros((k, d)), np.zeros((k, 2))),
+                               (pos, Cp, Cn, False, B), shrink,
+                               (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
+                               (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
+                                np.empty(5)), (pg, cert, info))
             self.polish_visits += int(info[classes, 1].sum())
         crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
         return {c: alpha[c, subs[c][0]] for c in subs}, crawled
@@ -994,15 +1003,16 @@ def _newton_block(block, views, args, acc):
         acc["hdiag"][d] += B * B * h[0].sum(axis=0)
         # when they did not all fit the RAM slab last pass, a share p of them drawn by row
         # id, their curvature weighted by 1/p (subsampled Newton-CG: an unbiased estimate)
-        p, row_bytes, extra = sample
+        p = sample
         curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
         keep = curv
         if p < 1.0:
             keep = curv & (_row_uniform(block.row_start, n)[:, None] < p)
         views[0][:] = 2 * keep
         views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
-        nbytes = np.diff(block.indptr) * row_bytes + extra
-        acc["rowbytes"][0] += float(nbytes[curv.any(axis=1)].sum())
+        lens, kept = np.diff(block.indptr), curv.any(axis=1)
+        acc["rowsize"][0] += float(np.count_nonzero(kept))
+        acc["rowsize"][1] += float(lens[kept].sum())
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
@@ -1030,7 +1040,9 @@ def _newton_block(block, views, args, acc):
         views[0][:] = views[0] | near if hess == "cg" else near
         views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
         if hess == "cg":
-            acc["rowbytes"][1] += float(nbytes[near.any(axis=1)].sum())
+            kept = near.any(axis=1)
+            acc["rowsize"][2] += float(np.count_nonzero(kept))
+            acc["rowsize"][3] += float(lens[kept].sum())
         past = np.where(on & (z > band[None, :]), Ck, 0.0)
         coef_u = past * yk
         csr_rmatmat_add(X, coef_u, acc["u"])

@@ -63,7 +63,7 @@ from ..exceptions import InvalidParameterError
 from ..kernels import row_sq_norms
 from ..kernels._ww import ww_epoch, ww_scores_loss
 from ..problem import Problem, class_costs
-from ..schedule import Accumulator
+from ..schedule import Accumulator, Need, RowField
 from ._base import C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver, register
 
 __all__ = ["WestonWatkinsSolver"]
@@ -94,7 +94,7 @@ class WestonWatkinsSolver(Solver):
               "margin < 1) again and again in RAM while they fit the memory budget"),
     )
 
-    state_version = 1
+    state_version = 3                   # (the cluster loop's checkpoints are version 2)
     whole = False           # the RAM slab holds every row (set by start)
 
     def for_cluster(self, store):
@@ -117,14 +117,14 @@ class WestonWatkinsSolver(Solver):
                 f"({store.classes[0]!r})")
 
     def start(self, sched) -> None:
-        k = self._start_common(sched, "the weights (newest, previous pass's, certified)")
+        self._start_common(sched, "the weights (newest, previous pass's, certified)")
         self.act = sched.state("ww.active", np.uint8, fill=1)
         self.sweeps = 0
         # the active rows, kept in RAM between passes (their β, γ and flags copied there)
+        # a slab row keeps its class index and ‖x̄_i‖² besides (_slab_rows)
         self.rows = sched.resident_rows(
             self.act, (self.beta, self.gamma, self.act),
-            extra_row_bytes=8 + 4 + 8 * (k - 1) + 8 + 1 + 8 + 8 + 8,
-            fixed_bytes=self.W.nbytes * 3, ram=self.slab, disk=False)
+            fields=(RowField("int64"), RowField("float64")), ram=self.slab, disk=False)
         # the whole store fits: every row goes to the slab from the first pass on (the sweeps
         # visit the active ones; the gap is then exact from the slab alone)
         self.whole = self.slab and self.rows.fits_ram()
@@ -141,7 +141,7 @@ class WestonWatkinsSolver(Solver):
         self.binary = store.task == "binary"
         k = self.k = 2 if self.binary else len(store.classes)
         D1 = sched.n_features + 1
-        sched.check_budget("ww", {weights: 3 * 8 * D1 * k})
+        sched.check_budget("ww", {weights: Need((D1, k), count=3)})
         # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
         Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
                             np.asarray(store.classes), store.label_counts)
@@ -155,6 +155,7 @@ class WestonWatkinsSolver(Solver):
         self.cert = np.array([np.inf, -np.inf, np.inf])    # primal, dual, gap of Wcert
         self.gap1 = np.full(1, np.nan)      # the gap after the first outer iteration
         self.epochs = 0
+        self.visits = 0                     # row visits so far (what the sweeps return)
         return k
 
     def close(self) -> None:
@@ -162,7 +163,7 @@ class WestonWatkinsSolver(Solver):
             self.rows.close()
 
     state_arrays = ("W", "Wcert", "gsum", "cert", "gap1", "trend")
-    state_values = ("epochs", "sweeps")
+    state_values = ("epochs", "sweeps", "visits")
 
     def state_dict(self):
         arrays, meta = super().state_dict()
@@ -191,29 +192,15 @@ class WestonWatkinsSolver(Solver):
         when the whole store fits (:meth:`_ram_round`)."""
         if self.whole:
             return self._ram_round(sched)
-        k, B, rows = self.k, float(self.bias), self.rows
+        rows = self.rows
         Wprev = self.W.copy()
         out = np.zeros(4)
-        scratch = self._scratch()
-        collector = rows.collector()
-        try:
-            for block in sched.blocks("random"):
-                X = (block.indptr, block.indices, block.data)
-                q = np.empty(block.n_rows)
-                row_sq_norms(X, B * B, q)
-                order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
-                act = self.act.view(block)
-                sched.run(ww_epoch, X, self.unit, _class_index(block.y, self.binary), q, order,
-                          (self.beta.view(block), self.gamma.view(block), act),
-                          (self.W, Wprev, self.Cy, B, True, False), scratch, out)
-                rows.after_block(block, collector,
-                                 np.ones_like(act) if self.whole else act)
-                self.beta.drop_pages(block)        # a spilled β: one block's pages resident
-        except BaseException:
-            if collector is not None:
-                collector.abandon()
-            raise
-        rows.finish(collector)
+        # a spilled β: one block's pages resident (drop); the active rows counted and
+        # collected as the blocks go by (rows)
+        self.visits += sched.sweep(self._pass_block, sched, Wprev, self._scratch(), out,
+                                   over="store", order="random",
+                                   states=(self.beta, self.gamma, self.act), rows=rows,
+                                   drop=(self.beta,)).visits
         self.epochs += 1
         self._certify(Wprev, *self._objectives(Wprev, out[0], self.gsum[0]))
         self.gsum[0] = out[1]
@@ -224,6 +211,22 @@ class WestonWatkinsSolver(Solver):
         entry = self._entry("slab" if certified else "stream", active=int(rows.kept()[0]))
         entry["pg_max"], entry["slab_sweeps"] = float(out[3]), sweeps
         return entry
+
+    def _pass_block(self, block, views, sched, Wprev, scratch, out) -> None:
+        """The pass's :func:`ww_epoch` over one block, its rows in a seeded order."""
+        B = float(self.bias)
+        X = (block.indptr, block.indices, block.data)
+        q = np.empty(block.n_rows)
+        row_sq_norms(X, B * B, q)
+        order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
+        ww_epoch(X, self.unit, _class_index(block.y, self.binary), q, order, views,
+                 (self.W, Wprev, self.Cy, B, True, False), scratch, out)
+
+    def _epoch_on(self, sl, y, q, order, states, model, out) -> int:
+        """:func:`ww_epoch` over the RAM slab ``sl``'s rows ``order`` (``states``: their β,
+        γ and flags): the rows visited."""
+        ww_epoch(sl.X, self.unit, y, q, order, states, model, self._scratch(), out)
+        return len(order)
 
     # -- the whole store in RAM: rounds of one evaluating sweep and shrunk sweeps ---------
     def _ram_round(self, sched) -> dict:
@@ -238,14 +241,14 @@ class WestonWatkinsSolver(Solver):
         sl = rows.ram
         y, q = self._slab_rows(sl)
         beta, gamma, live = sl.local["ww.beta"], sl.local["ww.gamma"], sl.local["ww.active"]
-        n, first, visits0 = sl.n_rows, self.epochs == 0, sched.rows_visited
+        n, first, visits0 = sl.n_rows, self.epochs == 0, self.visits
         Wprev = self.W.copy()
         out = np.zeros(4)
         order = sched.rng(self.sweeps, _SLAB_STREAM).permutation(n).astype(np.int64)
         self.sweeps += 1
-        sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
-                  (self.W, Wprev, self.Cy, B, not first, True), self._scratch(), out)
-        sched.count_rows(n)
+        self.visits += sched.sweep(self._epoch_on, y, q, order, (beta, gamma, live),
+                                   (self.W, Wprev, self.Cy, B, not first, True), out,
+                                   over=rows).visits
         self.epochs += 1
         # at W = 0 every pair's hinge is 1: P(0) = Σ_i C_i (k − 1), no evaluation needed
         loss = float(self.Cy[y].sum()) * (self.k - 1) if first else float(out[0])
@@ -290,7 +293,7 @@ class WestonWatkinsSolver(Solver):
             need = _AIM * np.log(gb / target) * (vb - va) / np.log(ga / gb)
         else:                               # no trend (the gap rose): the last spacing again
             need = vb - va
-        want = need - (sched.rows_visited - vb)
+        want = need - (self.visits - vb)
         return int(min(max(want, 0.0), 4.0 * (vb - va), _SLAB_SWEEPS * float(sched.n_rows)))
 
     def _shrunk_sweeps(self, sched, sl, y, q, visits) -> int:
@@ -299,7 +302,7 @@ class WestonWatkinsSolver(Solver):
         row), a new seeded order each, until ``visits`` row visits are made, no row is left,
         ``_SLAB_SWEEPS`` sweeps or ``max_passes``: the sweeps made."""
         beta, gamma, live = sl.local["ww.beta"], sl.local["ww.gamma"], sl.local["ww.active"]
-        scratch, done, sweeps = self._scratch(), 0, 0
+        done, sweeps = 0, 0
         while done < visits and sweeps < _SLAB_SWEEPS and sched.passes < self.max_passes:
             idx = np.flatnonzero(live).astype(np.int64)
             if len(idx) == 0:
@@ -307,11 +310,11 @@ class WestonWatkinsSolver(Solver):
             order = idx[sched.rng(self.sweeps, _SLAB_STREAM).permutation(len(idx))]
             self.sweeps += 1
             sweeps += 1
-            sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
-                      (self.W, self.W, self.Cy, float(self.bias), False, True), scratch,
-                      np.zeros(4))
-            sched.count_rows(len(order))
-            done += len(order)
+            swept = sched.sweep(self._epoch_on, y, q, order, (beta, gamma, live),
+                                (self.W, self.W, self.Cy, float(self.bias), False, True),
+                                np.zeros(4), over=self.rows)
+            self.visits += swept.visits
+            done += swept.visits
         if sweeps:
             self.gsum[0] = float(gamma.sum())
         return sweeps
@@ -337,7 +340,7 @@ class WestonWatkinsSolver(Solver):
         y, q = self._slab_rows(sl)
         before = float(gamma.sum())
         live = sl.local["ww.active"].copy()       # the rows not shrunk
-        scratch, n, full, certified = self._scratch(), 0, True, False
+        n, full, certified = 0, True, False
         for n in range(1, _SLAB_SWEEPS + 1):
             if sched.passes >= self.max_passes:     # the budget is spent: the driver decides
                 n -= 1
@@ -346,9 +349,9 @@ class WestonWatkinsSolver(Solver):
             order = idx[sched.rng(self.sweeps, _SLAB_STREAM).permutation(len(idx))]
             self.sweeps += 1
             out = np.zeros(4)
-            sched.run(ww_epoch, sl.X, self.unit, y, q, order, (beta, gamma, live),
-                      (self.W, self.W, self.Cy, B, False, True), scratch, out)
-            sched.count_rows(len(order))
+            self.visits += sched.sweep(self._epoch_on, y, q, order, (beta, gamma, live),
+                                       (self.W, self.W, self.Cy, B, False, True), out,
+                                       over=self.rows).visits
             stop = out[3] <= _SLAB_PG * pg_pass or not live.any()
             if self.rows.ram_full and (stop and full or n == _SLAB_SWEEPS):
                 certified = self._certify_slab(sched, sl, y, float(gamma.sum()) - before)
@@ -379,10 +382,14 @@ class WestonWatkinsSolver(Solver):
         """The summed hinge loss of the newest weights over the slab's rows (read-only, its
         row visits counted)."""
         loss = np.zeros(1)
-        sched.run(ww_scores_loss, sl.X, self.unit, y, self.W, self.Cy, float(self.bias),
-                  np.empty(self.k), loss)
-        sched.count_rows(sl.n_rows)
+        self.visits += sched.sweep(self._loss_on, y, loss, over=self.rows).visits
         return float(loss[0])
+
+    def _loss_on(self, sl, y, out_loss) -> int:
+        """:func:`ww_scores_loss` over every row of the slab ``sl``: their number."""
+        ww_scores_loss(sl.X, self.unit, y, self.W, self.Cy, float(self.bias), np.empty(self.k),
+                       out_loss)
+        return sl.n_rows
 
     @staticmethod
     def _objectives(W, loss, gsum) -> tuple[float, float]:

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from streamsvm.exceptions import InvalidParameterError
 from streamsvm.io import _writer, write_store
-from streamsvm.schedule import Accumulator, PassScheduler
+from streamsvm.schedule import Accumulator, Need, PassScheduler
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def _data_sum(block, views, args, acc):
 
 def test_ample_budget_keeps_the_read_ahead_asked(store):
     sched = PassScheduler(store, memory="1GB", prefetch=8, readers=3, block_rows=100)
-    sched.check_budget("test", {"model": 1000})
+    sched.check_budget("test", {"model": Need(1000, "uint8")})
     assert (sched.prefetch, sched._backend.threads) == (8, 3)
 
 
@@ -34,13 +34,13 @@ def test_the_consumer_decodes_while_it_waits_only_when_the_budget_holds_it(store
     (the read-ahead asked kept) when the budget holds the read-ahead but not that."""
     from streamsvm.schedule._local import reader_bytes
     ample = PassScheduler(store, memory="1GB", prefetch=8, readers=1, block_rows=100)
-    ample.check_budget("test", {"model": 1000})
+    ample.check_budget("test", {"model": Need(1000, "uint8")})
     assert ample._backend.helps
     tight_need = ample.inflight_bytes - reader_bytes(store)   # the same, not helping
     assert tight_need > 0
     tight = PassScheduler(store, memory=int((tight_need + 1000) / 0.75) + 8, prefetch=8,
                           readers=1, block_rows=100)
-    tight.check_budget("test", {"model": 1000})
+    tight.check_budget("test", {"model": Need(1000, "uint8")})
     assert not tight._backend.helps and (tight.prefetch, tight._backend.threads) == (8, 1)
     assert tight.inflight_bytes == tight_need
 
@@ -50,7 +50,7 @@ def test_small_budget_reads_fewer_blocks_ahead_with_fewer_threads(store):
     need = ample.inflight_bytes
     sched = PassScheduler(store, memory=int(need * 0.7 / 0.75), prefetch=8, readers=3,
                           block_rows=100)
-    sched.check_budget("test", {"model": 1000})
+    sched.check_budget("test", {"model": Need(1000, "uint8")})
     assert sched.prefetch < 8 or sched._backend.threads < 3
     assert sched.inflight_bytes + 1000 <= sched.data_budget
     # the results do not depend on it
@@ -63,11 +63,11 @@ def test_small_budget_reads_fewer_blocks_ahead_with_fewer_threads(store):
 def test_budget_below_the_minimum_is_refused_naming_it(store):
     sched = PassScheduler(store, memory="10KB", block_rows=100)
     with pytest.raises(InvalidParameterError, match=r"too small for test .* give at least"):
-        sched.check_budget("test", {"the model": 1000})
+        sched.check_budget("test", {"the model": Need(1000, "uint8")})
     least = PassScheduler(store, memory="10KB", block_rows=100)
     least_bytes = int(np.ceil((1000 + least._inflight(0, 1, 1)) / 0.75))
     fits = PassScheduler(store, memory=least_bytes, block_rows=100)
-    fits.check_budget("test", {"the model": 1000})          # the minimum named is enough
+    fits.check_budget("test", {"the model": Need(1000, "uint8")})          # the minimum named is enough
     assert fits.prefetch == 0
 
 
@@ -87,9 +87,11 @@ def test_remote_reader_threads_are_charged_and_fitted(moto_server, s3, monkeypat
     assert sched.inflight_bytes <= sched.data_budget
 
 
-def test_run_bytes_is_the_most_run_arrays_a_sequential_pass_holds(store):
-    """``run_bytes`` (what a solver charges for an O(d) reduction) equals the most arrays of
-    one run accumulator alive at once when the groups complete in order."""
+def test_a_pass_sum_need_is_the_most_run_arrays_a_sequential_pass_holds(store):
+    """A declared pass's sum (``Need(per_pass=True)``: what a solver's O(d) reduction
+    costs) is charged the most arrays of one run accumulator alive at once when the groups
+    complete in order."""
+    from streamsvm.schedule import Need
     from streamsvm.schedule._reduce import GroupRuns
     sched = PassScheduler(store, memory="1GB", block_rows=100)
     groups = sched._layout.groups
@@ -101,4 +103,4 @@ def test_run_bytes_is_the_most_run_arrays_a_sequential_pass_holds(store):
         runs.arrays(int(b))
         most = max(most, len(runs.open) + len(runs.tree.nodes))
         runs.done(int(b))
-    assert sched.run_bytes(24) == 24 * most == 24 * 6
+    assert sched.need_bytes(Need(3, per_pass=True)) == 24 * most == 24 * 6

@@ -67,7 +67,7 @@ def test_cyclic_alternates_direction(sched):
     sched.map_reduce(lambda b, *_: None, order="random")
     assert visited(sched, "cyclic") == list(range(11))
     assert visited(sched, "cyclic") == list(range(10, -1, -1))
-    assert sched.cyclic_sweeps == 4 and sched.sweep == 6
+    assert sched.cyclic_sweeps == 4 and sched.sweeps == 6
 
 
 def test_explicit_schedule_with_repeats(sched):
@@ -136,7 +136,7 @@ def test_abandoned_sweep_counts_only_rows_handed_out(sched):
     next(it), next(it)
     it.close()
     assert sched.rows_visited == 20 and sched.blocks_visited == 2
-    assert sched.sweep == 1
+    assert sched.sweeps == 1
 
 
 @pytest.mark.parametrize("chunk_rows,block_rows", [(10, 3), (10, 10), (10, 25), (7, 1), (100, 16)])

@@ -68,7 +68,7 @@ def test_invalid_orders(order):
     sched = PassScheduler(random_store()[0])
     with pytest.raises(InvalidParameterError, match="'order' parameter"):
         sched.blocks(order)
-    assert sched.sweep == 0          # a rejected order does not consume a sweep
+    assert sched.sweeps == 0          # a rejected order does not consume a sweep
 
 
 @pytest.mark.parametrize("active", [np.ones(3, dtype=bool), np.ones(11, dtype=int)])

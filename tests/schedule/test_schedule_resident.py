@@ -27,8 +27,11 @@ def _store(unit=False, n=500, d=30, seed=3):
 def _rows(sched, **kw):
     key = sched.state("key", np.uint8, width=2, fill=1)
     other = sched.state("other", np.float64, width=2)
-    kw = {"extra_row_bytes": 40, "fixed_bytes": 0, **kw}
-    return key, other, sched.resident_rows(key, (key, other), **kw)
+    from streamsvm.schedule import RowField
+    # 40 bytes a row besides its entries: pointer, label, id (20), key (2), other (16), 2
+    rows = sched.resident_rows(key, (key, other), fields=(RowField("uint8", 2),), **kw)
+    assert rows.extra_row_bytes == 40
+    return key, other, rows
 
 
 def _sweep(sched, rows, key, other, rng, epoch=0):
@@ -100,7 +103,7 @@ def test_disk_rows_sweep_write_back_and_rebuild_the_same_files(unit, tmp_path):
     other_sched = PassScheduler(store, memory="1GB", block_rows=40, scratch_dir=tmp_path)
     _, _, again = _rows(other_sched, ram=False, disk=True)
     again.load_state_dict(arrays, meta)
-    assert other_sched.passes == 0.0 and other_sched.sweep == 0   # rebuilt: nothing counted
+    assert other_sched.passes == 0.0 and other_sched.sweeps == 0   # rebuilt: nothing counted
     for part in disk.paths:
         with open(disk.paths[part], "rb") as a, open(again.disk.paths[part], "rb") as b:
             assert a.read() == b.read(), part
@@ -172,7 +175,13 @@ def test_hot_rows_are_full_when_no_row_of_the_size_asked_fits_in_rows_or_bytes()
     sched = PassScheduler(store, memory="1GB", block_rows=100)
     p = sched.state("p", np.float64)
     flag = sched.state("hot", np.uint8)
-    hot = sched.hot_rows((p,), flag, max_rows=400, room=60 * (12 + 40), extra_row_bytes=40)
+    from streamsvm.schedule import RowField
+    # a hot row: 12 bytes an entry (int32 + float64), its pointer, label, id and p (28 B)
+    # and a field of 12: 40 bytes besides; the budget leaves room for 60 rows of 52 bytes
+    hot = sched.hot_rows((p,), flag, fields=(RowField("int32", 3),), max_rows=400)
+    hot.room = 60 * (12 + 40)
+    hot.max_rows = min(400, hot.room // hot.extra_row_bytes)
+    assert hot.extra_row_bytes == 40
     assert hot.max_rows == 60 * 52 // 40 and not hot.full()
     for block in sched.blocks(range(sched.n_blocks)):
         hot.admit(block, np.arange(block.n_rows), (p.view(block),))

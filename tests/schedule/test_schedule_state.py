@@ -126,7 +126,7 @@ def test_state_dict_round_trip_resumes_the_same_orders(store):
     expected = future(a)
     b = PassScheduler(s, seed=0, block_rows=4)
     b.load_state_dict(saved)
-    assert b.passes == 3.0 and b.sweep == 3 and b.seed == 7
+    assert b.passes == 3.0 and b.sweeps == 3 and b.seed == 7
     assert future(b) == expected
     assert b.passes == a.passes == 7.0
 
