@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..exceptions import CheckpointError, InvalidParameterError
+from ..io import read_derived, write_derived
 from ._blocks import Block, BlockLayout
 from ._heap import release_free_heap
 from ._local import LocalBackend, default_readers, reader_bytes
@@ -596,15 +597,15 @@ class PassScheduler:
         folder = Folder(acc, ids, self._layout.groups, fuse)
         states = tuple(states)
         collector = rows.collector() if rows is not None else None
-        after = None
-        if rows is not None:
-            def after(block, views):
-                rows.after_block(block, collector)
+
+        def after(block, views):                # the resident rows counted, collected
+            rows.after_block(block, collector)
         k0 = self._backend.kernel_seconds
         installed = False
         try:
             with contextlib.closing(self._visit(ids, sweep, order)) as blocks:
-                self._backend.map_blocks(kernel, blocks, args=args, folder=folder, after=after,
+                self._backend.map_blocks(kernel, blocks, args=args, folder=folder,
+                                         after=after if rows is not None else None,
                                          views=lambda b: tuple(st.view(b) for st in states))
             installed = True
         finally:
@@ -963,6 +964,20 @@ class PassScheduler:
                          else "explicit", self.rows_visited - rows0, backend.store_reads - reads0,
                          (backend.bytes_read - bytes0) / 1e6, backend.cache_hits - hits0,
                          time.perf_counter() - t0, self.passes)
+
+    # -- values derived from the data ----------------------------------------------------
+    def derived(self, name: str, *, with_array: bool = False):
+        """A value an earlier run derived from the store's data and kept with the store
+        (:func:`~streamsvm.io.read_derived`: ``nesvm``'s Lipschitz constant), or None; with
+        ``with_array``, ``(value, array)``."""
+        return read_derived(self.store, name, with_array=with_array)
+
+    def keep_derived(self, name: str, value: dict, array=None) -> bool:
+        """Keep a value derived from the store's data (a JSON-able dict, optionally one
+        float64 array) with the store, for later runs (:func:`~streamsvm.io.write_derived`);
+        False when the store cannot be written or is in memory. A solver never writes into
+        a store itself."""
+        return write_derived(self.store, name, value, array=array)
 
     # -- randomness ----------------------------------------------------------------
     def block_rng(self, block: Block) -> np.random.Generator:

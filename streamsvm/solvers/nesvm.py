@@ -28,8 +28,8 @@ diverges, spec §1.3), with ``Λ_S = λ_max(Σ x̄ x̄ᵀ/s̄)``, ``Λ = λ_max(
 
 * ``lipschitz="power"``: block power iteration (8 vectors, Rayleigh–Ritz) at the start of a
   run, one pass per product, until the top Ritz pair's residual is below 1% of its value and
-  the 8th Ritz value moves less than 1% (at most 30 passes; a9a: 12); ``Λ = θ + ‖residual‖``. The value is cached in the store's attributes per bias value
-  (``io/_derived.py``): a second run on the store pays no pass for it;
+  the 8th Ritz value moves less than 1% (at most 30 passes; a9a: 12); ``Λ = θ + ‖residual‖``. The value is kept with the store by the scheduler, per bias value
+  (``sched.keep_derived``, ``io/_derived.py``): a second run on the store pays no pass for it;
 * ``"trace"``: ``Σ q̄/s̄`` (``Σ q̄``), one statistics pass (cached too);
 * ``"paper"``: Eq. 48/52's ``n·max q̄/s̄`` (refused for LS-SVM).
 
@@ -99,7 +99,6 @@ import warnings
 import numpy as np
 
 from ..exceptions import InvalidParameterError
-from ..io import read_derived, write_derived
 from ..kernels._nesvm import N_SUMS, nesvm_power, nesvm_rows
 from ..problem import Problem
 from ..schedule import Accumulator, Need
@@ -259,7 +258,7 @@ class NesvmSolver(Solver):
         if not self.bias:
             V[-1] = 0.0
         self.V = np.linalg.qr(V)[0]
-        cached, vecs = read_derived(store, self.lip_key, with_array=True)
+        cached, vecs = sched.derived(self.lip_key, with_array=True)
         if isinstance(cached, dict) and len(cached.get("stats", ())) == 4:
             self.stats[:] = cached["stats"]
             if self.lipschitz == "power" and cached.get("lambda") is not None and \
@@ -361,9 +360,9 @@ class NesvmSolver(Solver):
                 self.theta[:] = theta
                 self.V = np.linalg.qr(MV @ vecs)[0]
         if np.isfinite(self.lam[0]):
-            old = read_derived(sched.store, self.lip_key) or {}
+            old = sched.derived(self.lip_key) or {}
             power = self.lipschitz == "power"
-            write_derived(sched.store, self.lip_key, {
+            sched.keep_derived(self.lip_key, {
                 "stats": [float(v) for v in self.stats],
                 "lambda": float(self.lam[0]) if power else old.get("lambda"),
                 "theta": [float(t) for t in self.theta] if power else old.get("theta"),
