@@ -191,16 +191,13 @@ class HotRows:
         self.flag.values[gone] = 0
         keep = np.flatnonzero(~mask)
         m = len(keep)
-        indptr, indices, data = self.X
-        nnz = int(np.diff(indptr)[keep].sum())
+        # compacted in place: the kept rows only move to lower slots (``keep`` ascends), so
+        # their entries are copied forward within the same arrays (a second copy of the hot
+        # rows, made at every eviction, took up to the whole room beyond the budget)
         ptr = np.empty(m + 1, dtype=np.int64)
-        new_indices = np.empty(nnz, dtype=indices.dtype)
-        new_data = np.empty(0 if self.unit else nnz, dtype=data.dtype)
-        csr_take_rows((indptr, indices, data), keep, (ptr, new_indices, new_data))
+        csr_take_rows(self.X, keep, (ptr, self._indices, self._data))
+        nnz = int(ptr[-1])
         self._indptr[:m + 1] = ptr
-        self._indices[:nnz] = new_indices
-        if not self.unit:
-            self._data[:nnz] = new_data
         self._ids[:m] = self._ids[keep]
         if self._y is not None:
             self._y[:m] = self._y[keep]
