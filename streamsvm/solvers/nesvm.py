@@ -99,30 +99,28 @@ import warnings
 import numpy as np
 
 from ..exceptions import InvalidParameterError
-from ..kernels._nesvm import N_SUMS, nesvm_power, nesvm_rows
+from ..kernels._nesvm import N_SUMS, nesvm_rows
 from ..problem import Problem
 from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, Param, Solver, register)
+from ._nesvm_lipschitz import POWER_PASSES as _POWER_PASSES  # noqa: F401 (tools/bench)
+from ._nesvm_lipschitz import POWER_VECTORS, LipschitzPhase
+from ._nesvm_metric import Metric
 
 __all__ = ["NesvmSolver"]
 
 log = logging.getLogger(__name__)
 
-_POWER_VECTORS = 8       # block power iteration: vectors per pass (the top 7 precondition)
-_POWER_RTOL = 1e-2       # ... until the top Ritz pair's residual is below this share and
-                         # the last Ritz value (the bulk bound) changed less than it
-_POWER_PASSES = 30       # ... or this many passes (then θ + ‖r‖ is still an upper bound
-                         # of an eigenvalue, and the safeguard guards the rest)
 _STAGE_SHARE = 0.25      # a stage ends once its smoothed gap is below this share of the
                          # smoothing's part of the true gap (or below tol/2)
-_RHO_AUTO = (0.1, 0.5)
+_RHO_AUTO = (0.1, 0.5)   # homotopy="auto": the range of μ's factor per stage
 _SCREEN_EVERY = 10       # screening: a full pass refreshes the blocks' bounds this often
 _SHRINK_AFTER = 30       # shrink_l: after this many rounds of a sequence, a restart at
-_SHRINK_SHARE = 4        # 2× the largest secant when L exceeds this many times it   # homotopy="auto": the range of μ's factor per stage
+_SHRINK_SHARE = 4        # 2× the largest secant when L exceeds this many times it
 
 
 @register("nesvm")
-class NesvmSolver(Solver):
+class NesvmSolver(LipschitzPhase, Metric, Solver):
     """Nesterov smoothing + optimal gradient method (module doc)."""
 
     summary = ("Nesterov's optimal gradient method on the smoothed hinge (C-SVM), the "
@@ -229,7 +227,7 @@ class NesvmSolver(Solver):
         D1 = self.d1 = sched.n_features + 1
         sched.check_budget("nesvm", {"the models, their sequences and gradients":
                                      (Need((D1, K), count=8),
-                                      Need((D1, _POWER_VECTORS), count=3))})
+                                      Need((D1, POWER_VECTORS), count=3))})
         Cp, Cn = [], []
         for p in self.problems(store):
             cp, cn = p.resolved(store.classes, store.label_counts).costs(
@@ -244,33 +242,7 @@ class NesvmSolver(Solver):
         self.l1 = self.penalty == "l1"
         self.n_rows = sched.n_rows
         self._sides = None                          # a free bias: the positive side's sums
-        # cached per operator (Σ x̄x̄ᵀ/s̄ or Σ x̄x̄ᵀ) and bias value
-        self.lip_key = f"nesvm.lipschitz.{'gram' if self.sq else 'gram_over_inf'}.B={self.bias!r}"
-        # the Lipschitz phase: a cached value, or the power iteration's (or stats) passes
-        self.lam = np.full(1, np.nan)               # Λ_S (hinge) or Λ (squared)
-        self.stats = np.zeros(4)                    # Σ s̄, Σ q̄, Σ q̄/s̄, max q̄/s̄
-        # (a space of D1 < _POWER_VECTORS dimensions holds D1 vectors: all of it)
-        self.nv = min(_POWER_VECTORS, D1)
-        self.theta = np.zeros(self.nv)              # Ritz values, largest first
-        rng = sched.rng(0x4E45)                     # the power iteration's start
-        V = rng.standard_normal((D1, _POWER_VECTORS))[:, :self.nv]
-        V[:, 0] = 1.0
-        if not self.bias:
-            V[-1] = 0.0
-        self.V = np.linalg.qr(V)[0]
-        cached, vecs = sched.derived(self.lip_key, with_array=True)
-        if isinstance(cached, dict) and len(cached.get("stats", ())) == 4:
-            self.stats[:] = cached["stats"]
-            if self.lipschitz == "power" and cached.get("lambda") is not None and \
-                    vecs is not None and vecs.shape == self.V.shape and \
-                    len(cached.get("theta", ())) == self.nv:
-                self.lam[0] = cached["lambda"]
-                self.theta[:] = cached["theta"]
-                self.V[...] = vecs
-            elif self.lipschitz != "power":
-                self.lam[0] = self._bound_from_stats()
-        self.power_passes = 0
-        self.power_theta = 0.0
+        self._start_lipschitz(sched)                # a cached value, or its passes to come
         # the sequences, per model (columns)
         self.W = np.zeros((D1, K))                  # w^k
         self.Z = np.zeros((D1, K))                  # the prox-centre w*
@@ -318,60 +290,6 @@ class NesvmSolver(Solver):
         the path's models one after the other, each with its classes."""
         return self.Wbest[:-1].T.copy(), self.Wbest[-1] * self.bias
 
-    # -- the Lipschitz constant ------------------------------------------------------------
-    def _bound_from_stats(self) -> float:
-        s_sum, q_sum, qs_sum, qs_max = self.stats
-        if self.lipschitz == "trace":
-            return q_sum if self.sq else qs_sum
-        return self.n_rows * qs_max                # the paper's Eq. 21/48
-
-    def _lipschitz_pass(self, sched) -> dict:
-        """One pass of the block power iteration (spec §5 item 3), the rows' statistics
-        with it."""
-        b = self.V.shape[1] if self.lipschitz == "power" else 1
-        acc = {"M": Accumulator((self.d1, b)), "stats": Accumulator(3),
-               "qs_max": Accumulator(1, op="max")}
-        res = sched.map_reduce(_power_block, args=(np.ascontiguousarray(self.V[:, :b]),
-                                                   self.unit, float(self.bias), not self.sq),
-                               acc=acc)
-        self.stats[:3] = res["stats"]
-        self.stats[3] = max(0.0, float(res["qs_max"][0]))
-        self.power_passes += 1
-        if self.lipschitz != "power":
-            self.lam[0] = self._bound_from_stats()
-        else:
-            MV = res["M"]
-            H = self.V.T @ MV
-            H = 0.5 * (H + H.T)
-            theta, vecs = np.linalg.eigh(H)
-            theta, vecs = theta[::-1], vecs[:, ::-1]
-            top = vecs[:, 0]
-            resid = float(np.linalg.norm(MV @ top - theta[0] * (self.V @ top)))
-            bulk_moved = abs(theta[-1] - self.theta[-1]) > _POWER_RTOL * theta[-1]
-            self.power_theta = float(theta[0])
-            log.info("nesvm: power iteration pass %d: theta %.6g residual %.3g, bulk %.6g",
-                     self.power_passes, theta[0], resid, theta[-1])
-            if (resid <= _POWER_RTOL * theta[0] and not bulk_moved) or \
-                    self.power_passes >= _POWER_PASSES:
-                self.lam[0] = theta[0] + resid
-                self.V = self.V @ vecs               # the Ritz vectors
-                self.theta[:] = np.maximum(theta, 0.0)
-            else:
-                self.theta[:] = theta
-                self.V = np.linalg.qr(MV @ vecs)[0]
-        if np.isfinite(self.lam[0]):
-            old = sched.derived(self.lip_key) or {}
-            power = self.lipschitz == "power"
-            sched.keep_derived(self.lip_key, {
-                "stats": [float(v) for v in self.stats],
-                "lambda": float(self.lam[0]) if power else old.get("lambda"),
-                "theta": [float(t) for t in self.theta] if power else old.get("theta"),
-                "passes": self.power_passes}, array=self.V if power else None)
-        return {"kind": "lipschitz", "primal": np.nan, "dual": np.nan, "gap": np.inf,
-                "exact": False, "active": 0, "mu": float(self.mu_h.max()),
-                "lipschitz": float(self.lam[0]) if np.isfinite(self.lam[0]) else 0.0,
-                "smoothed_gap": np.inf}
-
     def _set_mu_star(self, c, P0) -> None:
         """geometric/harmonic: the last stage's μ (module doc), from ``P(w⁰)`` (the first
         round's primal)."""
@@ -381,46 +299,6 @@ class NesvmSolver(Solver):
             Cmax = max(self.Cp[c], self.Cn[c])
             self.mu_star[c] = self.tol * P0 / (Cmax * max(self.stats[0], 1e-300))
         self.mu_star[c] = min(self.mu_star[c], self.mu)
-
-    def _curvatures(self):
-        """``(L0, a)`` per model: the regularizer's curvature (1, or ``1/μ₁``) and the data
-        term's factor on the operator (``C/μ``, or ``2C`` for the squared loss)."""
-        Cmax = np.maximum(self.Cp, self.Cn)
-        L0 = 1.0 / self.mu1 if self.l1 else np.ones(self.k)
-        a = 2.0 * Cmax if self.sq else Cmax / self.mu_h
-        return L0, a
-
-    @property
-    def preconditioned(self) -> bool:
-        return self.precondition and self.lipschitz == "power" and self.theta[-1] > 0
-
-    def _L(self) -> np.ndarray:
-        """``L`` per model: in the metric ``M`` when preconditioned (module doc)."""
-        L0, a = self._curvatures()
-        lam = self.theta[-1] if self.preconditioned else float(self.lam[0])
-        return (L0 + a * lam) * self.lmult
-
-    def _beta(self, c) -> np.ndarray:
-        """``β`` of ``M = I + Σ_j β_j v_j v_jᵀ`` for model ``c`` (0 when not preconditioned)."""
-        if not self.preconditioned:
-            return np.zeros(self.nv - 1)
-        L0, a = self._curvatures()      # L_M (1 + β_j) = L0 + a θ_j on v_j, L_M = L0 + a θ_b
-        return a[c] * (self.theta[:-1] - self.theta[-1]) / (L0[c] + a[c] * self.theta[-1])
-
-    def _minv(self, c, g) -> np.ndarray:
-        """``M⁻¹ g`` (Sherman–Morrison–Woodbury on the orthonormal Ritz vectors)."""
-        if not self.preconditioned:
-            return g
-        V = self.V[:, :-1]
-        b = self._beta(c)
-        return g - V @ ((b / (1.0 + b)) * (V.T @ g))
-
-    def _mnorm2(self, c, w) -> float:
-        """``‖w‖²_M``."""
-        if not self.preconditioned:
-            return float(w @ w)
-        t = self.V[:, :-1].T @ w
-        return float(w @ w + self._beta(c) @ (t * t))
 
     # -- one round -----------------------------------------------------------------------
     def step(self, sched) -> dict:
@@ -749,12 +627,3 @@ def _round_block(block, views, args, acc) -> None:
     if "slack" in acc:
         np.minimum(acc["slack"][block.id], slack, out=acc["slack"][block.id])
 
-
-def _power_block(block, views, args, acc) -> None:
-    """One block of the power iteration (``map_reduce`` kernel): :func:`nesvm_power`."""
-    V, unit, B, scaled = args
-    st = np.zeros(4)
-    nesvm_power((block.indptr, block.indices, block.data), unit, B, scaled, V,
-                np.empty(V.shape[1]), acc["M"], st)
-    acc["stats"] += st[:3]
-    acc["qs_max"][0] = max(acc["qs_max"][0], st[3])
