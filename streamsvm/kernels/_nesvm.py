@@ -18,7 +18,7 @@ and sums, in ``out_s[c]``: ``Σ C h_μ``, ``Σ C loss``, ``Σ C u``, ``Σ C s̄ 
 the quadratic zone ``0 < u < 1``, the rows with ``u > 0``, and (when ``two``) ``Σ C h_μ``
 and ``Σ C loss`` at the second point ``V[:, c]`` (the last ``y^k``, spec §4.3); in
 ``out_G[:, c]``: ``Σ C u y_ic x̄_i`` (rows with ``u = 0`` skipped). The solver turns these
-into the gradient, ``F_μ``, the true objective and the duality gap (``solvers/nesvm.py``).
+into the gradient, ``F_μ``, the true objective and the duality gap (``solvers/_nesvm_cert.py``).
 """
 
 from __future__ import annotations
