@@ -95,22 +95,22 @@ One-vs-rest: every model shares each pass; a model whose gap reaches ``tol`` sto
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 import scipy.sparse
 
 from ..exceptions import InvalidParameterError
-from ..kernels import csr_matmat, csr_matvec, csr_rmatmat_add, csr_rmatvec_add
-from ..kernels._csr import row_sq_norms
-from ..kernels._dcd import dcd_classes_epochs
-from ..kernels._newton import newton_hess_add, newton_rows, smooth_hinge, symmetrize_lower
+from ..kernels import csr_matmat, csr_rmatmat_add
+from ..kernels._newton import newton_hess_add, newton_rows, symmetrize_lower
 from ..problem import Problem
 from ..schedule import Accumulator, Need, RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
+from ._newton_polish import near_margin, polish, soft
+from ._newton_rows import SlabRows
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
 
@@ -123,11 +123,7 @@ _MAX_STEPS = 50         # Newton steps before an activation round (spec §3.2)
 _ETA = 1e-3             # a smoothing level is solved once dec ≤ η·α·Σ C_i (spec §3.6) ...
 _ETA_FIRST = 0.1        # ... η = this at alpha0, tightening with α down to _ETA
 _CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
-_POLISH_ITERS = 500     # most L-BFGS-B iterations of one polish (with l1)
-_POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2), then L-BFGS-B
-_POLISH_EPS = 1e-4      # ... which stop at this projected-gradient spread
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
-_COPY_NNZ = 2_000_000   # the polish copies a model's rows up to this many entries
 _CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
 _CG_ITERS = 50          # ... in at most this many Hessian-vector products (resident rows)
 _POINTS = 3            # trying passes evaluate g and H at the first this many trials
@@ -537,8 +533,8 @@ class NewtonSolver(Solver):
                 v = vpos + (sp / sn) * (v - vpos) if sn > 0 else vpos
                 sb = 2.0 * sp
             v[-1] = 0.0
-        soft = _soft(v[:-1], self.l1)
-        dual = sb - 0.5 * float(soft @ soft) - 0.5 * self.reg[-1] * v[-1] ** 2
+        w = soft(v[:-1], self.l1)
+        dual = sb - 0.5 * float(w @ w) - 0.5 * self.reg[-1] * v[-1] ** 2
         # squared hinge: Σ β_i²/(4C_i) = Σ C_i max(0, z_i)², the loss at E
         return dual - res["loss"][c, p] if self.sq else dual
 
@@ -566,83 +562,22 @@ class NewtonSolver(Solver):
             self.rows.leave_ram()
 
     def _polish_on(self, sl, sched, res, E, final) -> int:
-        """:meth:`_polish` over the resident rows ``sl``."""
-        near = (sl.local["newton.near"] & 1).astype(bool)
-        B, d = float(self.bias), self.d
-        pos, Cp, Cn, _ = self.prob
-        # only at a model's iterate once its level is solved (not at a rejected first
-        # trial: the partition of a poor iterate makes a poor bound)
-        todo = [c for c in np.flatnonzero(near.any(axis=0))
-                if final or (self.valid[c] and not self.done[c])]
-        subs = {}
-        for c in todo:
-            r = np.flatnonzero(near[:, c])
-            yc = np.where(sl.y[r] == pos[c], 1.0, -1.0)
-            Cc = np.where(yc > 0, Cp[c], Cn[c])
-            Z = _SlabRows(sl.X, r, yc, B, d)                 # rows y_i x̄_i, no copy
-            jz = np.empty((len(r), 3))
-            smooth_hinge(1.0 - Z.dot(E[:, c]), float(self.alpha[c]), jz)
-            # warm start: the last polish's duals of the rows that were near then, the
-            # smoothed duals at E of the others
-            last = sl.local["newton.a"][r, c].astype(np.float64)
-            a0 = np.where(np.isnan(last), Cc * jz[:, 1], np.clip(last, 0.0, Cc))
-            subs[c] = (r, Z, Cc, a0)
-        # ℓ2: dual coordinate descent first (the restricted dual is dcd's, offset by u);
-        # L-BFGS-B for ℓ1 and where coordinate descent crawls, from where it stopped
-        found, crawled = self._polish_cd(sched, sl, subs, res["u"]) if self.l1 == 0 and todo \
-            else ({c: subs[c][3] for c in todo}, todo)
-        for c in crawled:
-            r, Z, Cc, _ = subs[c]
-            found[c], nfev = _polish_dual(Z, res["u"][:, c], self.pen, found[c], Cc)
-            self.polish_visits += nfev * len(r)
-        for c, a in found.items():
-            sl.local["newton.a"][subs[c][0], c] = a
-            w = _soft(res["u"][:, c] + subs[c][1].tdot(a), self.pen)
+        """The polish over the resident rows ``sl`` (:func:`._newton_polish.polish`): a dual
+        bound now, and a primal candidate for the next pass. Only at a model's iterate once
+        its level is solved (not at a rejected first trial: the partition of a poor iterate
+        makes a poor bound)."""
+        near = near_margin(sl)
+        rows = {c: np.flatnonzero(near[:, c]) for c in np.flatnonzero(near.any(axis=0))
+                if final or (self.valid[c] and not self.done[c])}
+        found, visits = polish(sl, rows, E, self.alpha, res["u"], self.pen, self.prob,
+                               float(self.bias), self.unit,
+                               functools.partial(sched.rng, self.polishes))
+        self.polish_visits += visits
+        for c, (a, w) in found.items():
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
             self.cand[:, c] = w
             self.cand_live[c] = True
         return 0
-
-    def _polish_cd(self, sched, sl, subs, u) -> dict:
-        """The restricted hinge duals of the models in ``subs`` (ℓ2 only) by dual
-        coordinate descent (dcd's in-memory epochs, class by class, with shrinking) over
-        the resident rows, from the smoothed duals, with ``w`` started at ``u + Zᵀa``:
-        ``({c: a}, the models whose epochs stopped at the visit limit)``. Any ``a`` in the
-        box is dual feasible: the epochs only sharpen it."""
-        k, d, n, B = self.k, self.d, sl.n_rows, float(self.bias)
-        classes = np.array(sorted(subs), dtype=np.int64)
-        alpha, active = np.zeros((k, n)), np.zeros((k, n), np.uint8)
-        W, wb = np.zeros((k, d)), np.zeros(k)
-        limit = np.zeros(k, dtype=np.int64)
-        for c in classes:
-            r, Z, _, a0 = subs[c]
-            alpha[c, r], active[c, r] = a0, 1
-            v = u[:, c] + Z.tdot(a0)
-            W[c], wb[c] = v[:d], v[d]
-            limit[c] = _POLISH_EPOCHS * len(r)
-        qd = np.empty(n, np.float32)
-        row_sq_norms(sl.X, B * B, qd)
-        pos, Cp, Cn, _ = self.prob
-        eps = np.full(k, _POLISH_EPS)
-        for rnd in range(2):                   # then once more with every row un-shrunk
-            if rnd:
-                for c in classes:
-                    active[c, subs[c][0]] = 1
-            pg, info, cert = np.zeros((k, 3)), np.zeros((k, 6)), np.zeros((k, 2))
-            seeds = sched.rng(self.polishes, rnd).integers(2**63, size=k, dtype=np.uint64)
-            shrink = (np.full(k, np.inf), np.full(k, -np.inf))
-            plan = np.zeros((k, 3), dtype=np.int64)
-            plan[:, 1] = limit              # no stop on the (unused) gap estimate
-            dcd_classes_epochs(sl.X, self.unit, sl.y, qd,
-                               (alpha, active, np.zeros((k, n), np.float32)),
-                               (W, wb, np.zeros((k, d)), np.zeros((k, 2))),
-                               (pos, Cp, Cn, False, B), shrink,
-                               (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
-                               (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
-                                np.empty(5)), (pg, cert, info))
-            self.polish_visits += int(info[classes, 1].sum())
-        crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
-        return {c: alpha[c, subs[c][0]] for c in subs}, crawled
 
     def _eta(self, c) -> float:
         """The level's η: loose at the first levels (their smoothing is far above the
@@ -790,7 +725,7 @@ class NewtonSolver(Solver):
             diag = reg + self.hdiag[A, c]
             return lambda v: diag * v
         # Σ h_i x̄_i x̄_iᵀ = X̄ᵀ diag(h) X̄, in place on the slab's CSR (no copies)
-        S = _SlabRows(self.rows.ram.X, None, 1.0, float(self.bias), self.d, copy_nnz=-1)
+        S = SlabRows(self.rows.ram.X, None, 1.0, float(self.bias), self.d, copy_nnz=-1)
         cols = np.flatnonzero(A)
 
         def hv(v):
@@ -841,46 +776,6 @@ def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
     return x if x.any() else r / diag
 
 
-class _SlabRows:
-    """The rows ``y_i x̄_i`` (``i`` in ``r``, every row when None) of the RAM slab's CSR
-    ``X`` as a linear map: on a copy of these rows when they have at most ``copy_nnz``
-    entries (faster when the slab holds other models' rows too), else in place by the CSR
-    kernels (a large copy would be charged to no budget: 2.5 GB peak at a 1 GB budget on
-    the 3 M-row store)."""
-
-    def __init__(self, X, r, yc, B, d, copy_nnz=_COPY_NNZ):
-        self.n = len(X[0]) - 1
-        self.X, self.yc, self.B, self.d = X, yc, B, d
-        self.r = slice(None) if r is None else r
-        self.Z = None
-        indptr, indices, data = X
-        if r is not None and int((indptr[r + 1] - indptr[r]).sum()) <= copy_nnz:
-            vals = np.ones(len(indices), np.float32) if len(data) == 0 else data
-            Xs = scipy.sparse.csr_matrix((vals, indices, indptr), shape=(self.n, d))
-            Z = scipy.sparse.hstack([Xs[r].astype(np.float64), np.full((len(r), 1), B)],
-                                    format="csr")
-            self.Z = scipy.sparse.diags(yc) @ Z
-
-    def dot(self, w):
-        """``Z w``: one value per row of ``r``."""
-        if self.Z is not None:
-            return self.Z @ w
-        t = np.empty(self.n)
-        csr_matvec(self.X, w[:self.d], t)
-        return self.yc * (t[self.r] + self.B * w[self.d])
-
-    def tdot(self, a):
-        """``Zᵀ a = Σ a_i y_i x̄_i``."""
-        if self.Z is not None:
-            return self.Z.T @ a
-        t = np.zeros(self.n)
-        t[self.r] = a * self.yc
-        out = np.zeros(self.d + 1)
-        csr_rmatvec_add(self.X, t, out[:self.d])
-        out[self.d] = self.B * t.sum()
-        return out
-
-
 def _row_uniform(start, n):
     """Uniform numbers in [0, 1) for the global rows ``start … start + n − 1``, a
     function of the row id alone (SplitMix64's finalizer): the same rows are drawn for
@@ -890,25 +785,6 @@ def _row_uniform(start, n):
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z ^= z >> np.uint64(31)
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-
-
-def _soft(v, pen):
-    """``sign(v)·max(|v| − pen, 0)``: the weights of the dual point ``v`` (ℓ1: soft
-    thresholding)."""
-    return np.sign(v) * np.maximum(np.abs(v) - pen, 0.0)
-
-
-def _polish_dual(Z, u, pen, a0, Cc):
-    """``max_a D(a) = Σ a_i − ½‖soft(u + Zᵀa, pen)‖²`` over ``0 ≤ a ≤ Cc`` by L-BFGS-B from
-    ``a0`` (rows of ``Z``: ``y_i x̄_i``): ``(a, function evaluations)``."""
-    def fg(a):                                 # −D and its gradient
-        w = _soft(u + Z.tdot(a), pen)
-        return 0.5 * float(w @ w) - float(a.sum()), Z.dot(w) - 1.0
-
-    opt = scipy.optimize.minimize(
-        fg, a0, jac=True, method="L-BFGS-B", bounds=scipy.optimize.Bounds(np.zeros(len(a0)), Cc),
-        options={"maxiter": _POLISH_ITERS, "ftol": 1e-15, "gtol": 1e-12})
-    return np.clip(opt.x, 0.0, Cc), int(opt.nfev)
 
 
 def _solve(H, r):
