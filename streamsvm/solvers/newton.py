@@ -96,25 +96,20 @@ One-vs-rest: every model shares each pass; a model whose gap reaches ``tol`` sto
 from __future__ import annotations
 
 import functools
-import logging
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse
 
 from ..exceptions import InvalidParameterError
-from ..kernels import csr_matmat, csr_rmatmat_add
-from ..kernels._newton import newton_hess_add, newton_rows, symmetrize_lower
 from ..problem import Problem
-from ..schedule import Accumulator, Need, RowField
+from ..schedule import RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
+from ._newton_pass import accumulators, fit_hessians, newton_block, slots, square_hessians
 from ._newton_polish import near_margin, polish, soft
 from ._newton_rows import SlabRows
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
-
-log = logging.getLogger(__name__)
 
 _C1 = 1e-4              # Armijo constant (spec §3.2)
 _TRIALS = 8             # Armijo trials per pass (s, s/2, …)
@@ -122,8 +117,6 @@ _MAX_HALVINGS = 30      # then the level is given up (spec §3.3)
 _MAX_STEPS = 50         # Newton steps before an activation round (spec §3.2)
 _ETA = 1e-3             # a smoothing level is solved once dec ≤ η·α·Σ C_i (spec §3.6) ...
 _ETA_FIRST = 0.1        # ... η = this at alpha0, tightening with α down to _ETA
-_CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
-_DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
 _CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
 _CG_ITERS = 50          # ... in at most this many Hessian-vector products (resident rows)
 _POINTS = 3            # trying passes evaluate g and H at the first this many trials
@@ -211,8 +204,10 @@ class NewtonSolver(Solver):
         d = self.d = sched.n_features
         D1 = d + 1
         self.sq = self.loss == "squared_hinge"
-        self.cg = self._uses_cg(d)
-        self._fit_hessians(sched)
+        # the Hessian path, its columns, the points and levels per pass the budget holds
+        self.cg, self.full_h, self.a, self.P, self.L = fit_hessians(
+            sched, k, d, self._uses_cg(d), max_dense=self.max_dense, fused=self.fused, sq=self.sq,
+            auto=self.hessian == "auto", points=_POINTS)
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.sq)
@@ -275,63 +270,6 @@ class NewtonSolver(Solver):
                 self.near, states, fields=(RowField("float64", 3), RowField("float64", 2 * k),
                                            RowField("float32", k * (3 - len(states)))),
                 ram=True, disk=False)
-
-    def _fit_hessians(self, sched) -> None:
-        """The Hessian path (dense or cg), its columns ``a``, the smoothing levels ``L`` and
-        the points ``P`` per pass whose Hessians the budget holds.
-
-        A pass sums ``P·L`` Hessians of ``a²`` entries per model into run accumulators
-        (one array per level of the reduction tree, which the scheduler counts), reorders them
-        into one copy, keeps ``L`` between passes, and the Newton system takes two ``a×a``
-        copies. Fewer points, then one level, when they do not fit; with ``hessian="auto"``
-        the Hessian-free path when not even one fits (a dense Hessian of ``n_features + 1``
-        columns over a small budget), on a cluster the budget is refused.
-        """
-        D1 = self.d + 1
-        while True:
-            self.full_h = D1 <= self.max_dense and not self.cg
-            self.a = 1 if self.cg else D1 if self.full_h else self.max_dense
-            # smoothing levels per evaluation point (kernels/_newton.py): the hinge can
-            # speculate the next level α/β (cg works from the rows of one level); points per
-            # trying pass: the first _POINTS Armijo trials (one when unfused, or with cg)
-            top = (1 if self.cg or not self.fused else _POINTS, 1 if self.sq or self.cg else 2)
-            self.P, self.L = top
-            refused = self._shrink_to_budget(sched)
-            if refused is None:
-                break
-            if self.cg or self.hessian != "auto" or sched.remote:
-                raise refused
-            log.info("newton: dense Hessians of %d columns do not fit the memory budget: "
-                     "the Hessian-free (cg) path (%s)", self.a, refused)
-            self.cg = True
-        if (self.P, self.L) != top:
-            log.info("newton: the budget leaves room for Hessians at %d point(s) and %d "
-                     "level(s) per pass", self.P, self.L)
-
-    def _shrink_to_budget(self, sched):
-        """Fewer points, then one level, until :meth:`_needs` fits the budget; the refusal
-        when not even one point at one level fits, else None."""
-        while True:
-            try:
-                sched.check_budget("newton", self._needs())
-                return None
-            except InvalidParameterError as exc:
-                if self.P == 1 and self.L == 1:
-                    return exc
-                if self.P > 1:
-                    self.P -= 1
-                else:
-                    self.L = 1
-
-    def _needs(self) -> dict:
-        """What must stay in memory for the Hessian path chosen (:meth:`_fit_hessians`)."""
-        k, D1, a, P, L = self.k, self.d + 1, self.a, self.P, self.L
-        sums = (Need((L * P, D1, k), per_pass=True), Need((k, a, a, L * P), per_pass=True))
-        return {"the models and their gradients": Need((D1, k), count=7 + L),
-                "the Hessians kept between passes": Need((k, L, a, a)),
-                "the pass's gradient and Hessian sums": sums,
-                "their reordered copy and the Newton system":
-                    (Need((L * P, D1, k)), Need((k, a, a, L * P)), Need((a, a), count=2))}
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
@@ -403,6 +341,8 @@ class NewtonSolver(Solver):
 
     # -- the pass ---------------------------------------------------------------------
     def _pass(self, sched, requests):
+        """One pass for ``requests`` (module doc, "Passes"): each step's Armijo trials and
+        evaluations at its first points (``E``: the first), or at ``W``: ``(sums, E)``."""
         k, D1 = self.k, self.d + 1
         Dir = np.zeros((D1, k))
         E = self.W.copy()
@@ -423,58 +363,34 @@ class NewtonSolver(Solver):
                     E[:, c] = e
             if not self.cg:
                 self._set_amap(c)
-        # evaluation slots: point p (trial p, or w) × level (α, and α/β when speculated)
-        P, Lv = max(1, int(n_points.max())), self.L
-        alphas = np.repeat(self.alpha[:, None], Lv, axis=1)
-        if self.sq:                             # every row with z_i > 0 has curvature 2C_i
-            cutoff = np.zeros((k, Lv))
-        else:                                   # the rows far from the margin add ~nothing
-            if Lv > 1:                          # the next level, speculated
-                alphas[:, 1] = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
-            peak = np.maximum(self.prob[1], self.prob[2])[:, None] / (2 * alphas)
-            cutoff = _CUTOFF * peak
-            cutoff[:, 1:][alphas[:, 1:] == alphas[:, :1]] = np.inf    # no level left: no H
-        alphas, cutoff = np.tile(alphas, (1, P)), np.tile(cutoff, (1, P))
-        for p in range(1, P):                   # no Hessian at the points a model skips
-            cutoff[n_points <= p, p * Lv:] = np.inf
-        L = P * Lv
-        plan = (live, trials, n_trials, alphas, n_points)
-        acc = {"ftry": Accumulator((k, _TRIALS)), "f": Accumulator((k, L)),
-               "sb": Accumulator((k, L)), "sbpos": Accumulator((k, L)),
-               "loss": Accumulator((k, P)), "csum": Accumulator(k),
-               "g": Accumulator((L, D1, k)), "H": Accumulator((k, self.a, self.a, L))}
-        if self.free_bias:
-            acc["gpos"] = Accumulator((L, D1, k))
+        nxt = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
+        alphas, cutoff = slots(self.alpha, nxt, self.L, n_points, self.prob, self.sq)
+        P = max(1, int(n_points.max()))
+        acc = accumulators(k, D1, self.a, P, alphas.shape[1], _TRIALS, free_bias=self.free_bias,
+                           polish=self.polishing, cg=self.cg)
         polish = None
         if self.polishing:
             # the rows near the margin at E are kept (band < 0: not this model's turn)
             band = np.where(live & (self.alpha <= self.band / 2), self.band, -1.0)
             polish = (band, self.cand.copy(), self.cand_live.copy())
-            acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
-        if self.cg:
-            # [rows with curvature, their entries, rows near the margin, their entries]
-            acc.update(hdiag=Accumulator((D1, k)), rowsize=Accumulator(4))
         hess = "cg" if self.cg else "full" if self.full_h else "active"
         sample = self.sample_p if self.cg else None      # (the share of them kept)
         args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
-                plan, self.amap, cutoff, self.free_bias, polish, (hess, sample))
+                (live, trials, n_trials, alphas, n_points), self.amap, cutoff, self.free_bias,
+                polish, (hess, sample))
         if self.rows is not None:
             self.rows.leave_ram()
             self.rows.collect_to = "ram" if self.cg or (polish[0] >= 0).any() else None
-            states = self.states
-            res = sched.map_reduce(_newton_block, args=args, acc=acc, states=states,
+            res = sched.map_reduce(newton_block, args=args, acc=acc, states=self.states,
                                    rows=self.rows)
             sched.finish_collect()
             if self.cg:            # the next pass keeps a share that fits the RAM slab
                 size = res["rowsize"]
                 self.sample_p = self.rows.share_that_fits(size[:2], size[2:], 0.7)
         else:
-            res = sched.map_reduce(_newton_block, args=args, acc=acc)
+            res = sched.map_reduce(newton_block, args=args, acc=acc)
         res["alphas"], res["n_points"] = alphas, n_points
-        H = res["H"] = np.ascontiguousarray(res["H"].transpose(0, 3, 1, 2))   # (k, L, a, a)
-        for c in range(k):
-            for lv in range(L):
-                symmetrize_lower(H[c, lv])
+        res["H"] = square_hessians(res["H"])                           # (k, L, a, a)
         return res, E
 
     def _set_amap(self, c) -> None:
@@ -776,17 +692,6 @@ def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
     return x if x.any() else r / diag
 
 
-def _row_uniform(start, n):
-    """Uniform numbers in [0, 1) for the global rows ``start … start + n − 1``, a
-    function of the row id alone (SplitMix64's finalizer): the same rows are drawn for
-    any chunking, and after a resume."""
-    z = np.arange(start, start + n, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-
-
 def _solve(H, r):
     """``H⁻¹ r`` by Cholesky, with a growing ridge if ``H`` is not numerically positive
     definite."""
@@ -830,103 +735,3 @@ def linesearch_l1(w, d, b, a, pen):
         return float(values[k]), K[first[k]:stop]
     sl, sp = (0.0, slope0) if k == 0 else (float(values[k - 1]), float(jp[k - 1]))
     return sl - sp / (2 * a), empty
-
-
-def _newton_block(block, views, args, acc):
-    """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
-    the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
-    collected), the sums over the rows past the band, and the candidates' losses."""
-    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
-    X = (block.indptr, block.indices, block.data)
-    n, k = block.n_rows, W.shape[1]
-    d = W.shape[0] - 1
-    U = np.empty((n, k))
-    csr_matmat(X, W, U)
-    U += B * W[d]
-    L = plan[3].shape[1]
-    P = max(1, int(plan[4].max()))
-    V = U
-    Ev = np.empty((P, n, k))
-    if trying:                       # point 0 at E (the first trials), point p at trial p
-        V = np.empty((n, k))
-        csr_matmat(X, Dir, V)
-        V += B * Dir[d]
-        csr_matmat(X, E, Ev[0])
-        Ev[0] += B * E[d]
-        for p in range(1, P):
-            Ev[p] = U + plan[1][:, p] * V
-    else:
-        Ev[0] = U
-    coef, h = np.empty((L, n, k)), np.empty((L, n, k))
-    newton_rows(block.y, (U, V, Ev), prob, plan,
-                (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
-                (coef, h))
-    g = acc["g"]
-    positive = block.y[:, None] == prob[0][None, :]
-    for lv in range(L):
-        csr_rmatmat_add(X, coef[lv], g[lv])
-        g[lv, d] += B * coef[lv].sum(axis=0)
-        if free:
-            cp = np.where(positive, coef[lv], 0.0)
-            csr_rmatmat_add(X, cp, acc["gpos"][lv])
-            acc["gpos"][lv, d] += B * cp.sum(axis=0)
-    if hess == "cg":
-        # no Hessian: its diagonal (cg's preconditioner), and the rows with curvature kept
-        # (resident rows, with their curvatures), the polish's marks added below
-        vals = np.ones(len(block.indices)) if unit else block.data.astype(np.float64)
-        Xsq = (block.indptr, block.indices, vals * vals)
-        csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
-        acc["hdiag"][d] += B * B * h[0].sum(axis=0)
-        # when they did not all fit the RAM slab last pass, a share p of them drawn by row
-        # id, their curvature weighted by 1/p (subsampled Newton-CG: an unbiased estimate)
-        p = sample
-        curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
-        keep = curv
-        if p < 1.0:
-            keep = curv & (_row_uniform(block.row_start, n)[:, None] < p)
-        views[0][:] = 2 * keep
-        views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
-        lens, kept = np.diff(block.indptr), curv.any(axis=1)
-        acc["rowsize"][0] += float(np.count_nonzero(kept))
-        acc["rowsize"][1] += float(lens[kept].sum())
-    elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
-        # dense rows and a Hessian over every feature: BLAS on the rows with curvature
-        Xd = np.empty((n, d + 1))
-        Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
-                                   block.indices, block.indptr), shape=(n, d)).toarray()
-        Xd[:, d] = B
-        for c in range(k):
-            for lv in range(L):
-                sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
-                if sel.any():
-                    Xs = Xd[sel]
-                    acc["H"][c, :, :, lv] += (Xs.T * h[lv, sel, c]) @ Xs
-    else:
-        longest = int(np.diff(block.indptr).max(initial=0)) + 1
-        newton_hess_add(X, unit, B, h, cutoff, amap,
-                        (np.empty(longest, np.int64), np.empty(longest), np.empty(L)),
-                        acc["H"])
-    if polish is not None:
-        band, cand, cand_live = polish
-        yk = np.where(positive, 1.0, -1.0)
-        Ck = np.where(positive, prob[1][None, :], prob[2][None, :])
-        z = 1.0 - yk * Ev[0]
-        on = band[None, :] >= 0
-        near = on & (np.abs(z) <= band[None, :])
-        views[0][:] = views[0] | near if hess == "cg" else near
-        views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
-        if hess == "cg":
-            kept = near.any(axis=1)
-            acc["rowsize"][2] += float(np.count_nonzero(kept))
-            acc["rowsize"][3] += float(lens[kept].sum())
-        past = np.where(on & (z > band[None, :]), Ck, 0.0)
-        coef_u = past * yk
-        csr_rmatmat_add(X, coef_u, acc["u"])
-        acc["u"][d] += B * coef_u.sum(axis=0)
-        acc["usum"] += past.sum(axis=0)
-        if cand_live.any():
-            M = np.empty((n, k))
-            csr_matmat(X, cand, M)
-            M += B * cand[d]
-            acc["closs"] += np.where(cand_live[None, :],
-                                     Ck * np.maximum(0.0, 1.0 - yk * M), 0.0).sum(axis=0)
