@@ -91,14 +91,15 @@ The history adds ``alpha`` (the largest level), ``smoothing_bound`` (``Σ_c α_c
 far ``F_α`` can be above ``P``) and ``polish_passes``.
 
 One-vs-rest: every model shares each pass; a model whose gap reaches ``tol`` stops.
+
+Code: this module plans the passes; a pass's sums and its block kernel are
+``_newton_pass``'s, each model's step (direction, line search, Armijo, levels)
+``_newton_step``'s, the bounds ``_newton_certificate``'s and the polish ``_newton_polish``'s.
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-import scipy.linalg
 
 from ..exceptions import InvalidParameterError
 from ..problem import Problem
@@ -106,25 +107,17 @@ from ..schedule import RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
 from ._newton_pass import accumulators, fit_hessians, newton_block, slots, square_hessians
-from ._newton_polish import near_margin, polish, soft
-from ._newton_rows import SlabRows
+from ._newton_step import TRIALS, NewtonSteps, linesearch_l1
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
 
-_C1 = 1e-4              # Armijo constant (spec §3.2)
-_TRIALS = 8             # Armijo trials per pass (s, s/2, …)
-_MAX_HALVINGS = 30      # then the level is given up (spec §3.3)
-_MAX_STEPS = 50         # Newton steps before an activation round (spec §3.2)
-_ETA = 1e-3             # a smoothing level is solved once dec ≤ η·α·Σ C_i (spec §3.6) ...
-_ETA_FIRST = 0.1        # ... η = this at alpha0, tightening with α down to _ETA
-_CG_RTOL = 0.1          # cg: the Newton system solved to this relative residual
-_CG_ITERS = 50          # ... in at most this many Hessian-vector products (resident rows)
 _POINTS = 3            # trying passes evaluate g and H at the first this many trials
 
 
 @register("newton")
-class NewtonSolver(Solver):
-    """Smoothed-hinge Newton method with an ℓ1 active set (module doc)."""
+class NewtonSolver(NewtonSteps, Solver):
+    """Smoothed-hinge Newton method with an ℓ1 active set (module doc): the plan of its
+    passes; its steps and certificate are :class:`~._newton_step.NewtonSteps`'."""
 
     summary = ("Newton's method on the smoothed hinge (continuation, certified by an exact "
                "dual polish over resident rows) or the squared hinge, with an optional l1 "
@@ -346,7 +339,7 @@ class NewtonSolver(Solver):
         k, D1 = self.k, self.d + 1
         Dir = np.zeros((D1, k))
         E = self.W.copy()
-        trials = np.zeros((k, _TRIALS))
+        trials = np.zeros((k, TRIALS))
         n_trials = np.zeros(k, dtype=np.int64)
         n_points = np.zeros(k, dtype=np.int64)
         live = np.zeros(k, dtype=bool)
@@ -357,7 +350,7 @@ class NewtonSolver(Solver):
                 _, d, s_list, e = r[:4]
                 Dir[:, c] = d
                 trials[c] = s_list
-                n_trials[c] = _TRIALS
+                n_trials[c] = TRIALS
                 n_points[c] = self.P if self.fused else 0    # unfused: the cache is at w
                 if self.fused:
                     E[:, c] = e
@@ -366,7 +359,7 @@ class NewtonSolver(Solver):
         nxt = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
         alphas, cutoff = slots(self.alpha, nxt, self.L, n_points, self.prob, self.sq)
         P = max(1, int(n_points.max()))
-        acc = accumulators(k, D1, self.a, P, alphas.shape[1], _TRIALS, free_bias=self.free_bias,
+        acc = accumulators(k, D1, self.a, P, alphas.shape[1], TRIALS, free_bias=self.free_bias,
                            polish=self.polishing, cg=self.cg)
         polish = None
         if self.polishing:
@@ -393,82 +386,9 @@ class NewtonSolver(Solver):
         res["H"] = square_hessians(res["H"])                           # (k, L, a, a)
         return res, E
 
-    def _set_amap(self, c) -> None:
-        """Model ``c``'s Hessian columns: every feature when they fit, else ``A``."""
-        cols = np.arange(self.d + 1) if self.full_h else np.flatnonzero(self.A[:, c])
-        if len(cols) > self.a:
-            raise InvalidParameterError(
-                f"newton: {len(cols)} active features exceed max_dense={self.max_dense}; raise "
-                f"max_dense or l1")
-        self.amap[:, c] = -1
-        self.amap[cols, c] = np.arange(len(cols))
-
-    def _bound(self, c, primal=None, w=None, dual=None) -> None:
-        """A primal value at ``w`` and/or a dual bound for model ``c``: keep the best of
-        each, the certified gap is theirs."""
-        if primal is not None and primal < self.primal[c]:
-            self.primal[c] = primal
-            self.Wbest[:, c] = w
-        if dual is not None:
-            self.dual[c] = max(self.dual[c], dual)
-        self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
-
-    def _absorb(self, c, res, w, p=0) -> None:
-        """The evaluation at point ``p`` of the pass (``w``) becomes model ``c``'s cache."""
-        slots = slice(p * self.L, (p + 1) * self.L)
-        self.fs[c] = res["f"][c, slots]
-        self.gl[:, :, c] = res["g"][slots, :, c]
-        self.H[c] = res["H"][c, slots]
-        self.loss_true[c] = res["loss"][c, p]
-        self.csum[c] = res["csum"][c]
-        if self.cg:
-            self.hdiag[:, c] = res["hdiag"][:, c]
-        self.valid[c] = True
-        nxt = res["alphas"][c, slots.stop - 1]
-        self.alpha_next[c] = nxt if nxt != self.alpha[c] else 0.0
-        self._bound_point(c, res, w, p)
-
-    def _bound_point(self, c, res, w, p) -> None:
-        """The primal value at point ``p`` (``w``) and the dual bounds of its slots."""
-        self._bound(c, self._penalties(w) + res["loss"][c, p], w,
-                    max(self._dual(c, lv, res, p) for lv in range(p * self.L,
-                                                                 (p + 1) * self.L)))
-
-    def _dual(self, c, lv, res, p) -> float:
-        """``D(β)`` at ``β_i = C_i j'(z_i)`` of slot ``lv`` (at point ``p``; module doc)."""
-        v = res["g"][lv, :, c].copy()
-        sb = res["sb"][c, lv]
-        if self.free_bias:                     # scale the heavier side: Σ β_i y_i = 0
-            vpos = res["gpos"][lv, :, c]
-            sp = res["sbpos"][c, lv]
-            sn = sb - sp
-            if sp > sn:
-                v = (sn / sp) * vpos + (v - vpos) if sp > 0 else v - vpos
-                sb = 2.0 * sn
-            else:
-                v = vpos + (sp / sn) * (v - vpos) if sn > 0 else vpos
-                sb = 2.0 * sp
-            v[-1] = 0.0
-        w = soft(v[:-1], self.l1)
-        dual = sb - 0.5 * float(w @ w) - 0.5 * self.reg[-1] * v[-1] ** 2
-        # squared hinge: Σ β_i²/(4C_i) = Σ C_i max(0, z_i)², the loss at E
-        return dual - res["loss"][c, p] if self.sq else dual
-
-    # -- the polish (hinge) -------------------------------------------------------------
-    def _absorb_candidates(self, res) -> None:
-        """The primal values of the last polish's candidates (evaluated by this pass)."""
-        if not self.polishing:
-            return
-        for c in np.flatnonzero(self.cand_live):
-            w = self.cand[:, c]
-            self._bound(c, self._penalties(w) + res["closs"][c], w)
-        self.cand_live[:] = False
-
     def _polish(self, sched, res, E, final=False) -> None:
-        """The hinge dual over the resident rows near the margin at ``E`` (the pass
-        collected them), every other row's dual at its bound (C_i past the band, 0 before),
-        solved by L-BFGS-B with box constraints: a dual bound now, and ``soft(v)`` a primal
-        candidate for the next pass (module doc)."""
+        """The polish over the resident rows near the margin at ``E`` (the pass collected
+        them; module doc): a dual bound now, a primal candidate for the next pass."""
         if not self.polishing or self.rows.ram is None:
             return
         # its row visits are the history's polish_passes, not passes over the store: 0
@@ -476,262 +396,3 @@ class NewtonSolver(Solver):
         self.polishes += 1
         if not self.cg:                        # cg's directions use the rows until the next pass
             self.rows.leave_ram()
-
-    def _polish_on(self, sl, sched, res, E, final) -> int:
-        """The polish over the resident rows ``sl`` (:func:`._newton_polish.polish`): a dual
-        bound now, and a primal candidate for the next pass. Only at a model's iterate once
-        its level is solved (not at a rejected first trial: the partition of a poor iterate
-        makes a poor bound)."""
-        near = near_margin(sl)
-        rows = {c: np.flatnonzero(near[:, c]) for c in np.flatnonzero(near.any(axis=0))
-                if final or (self.valid[c] and not self.done[c])}
-        found, visits = polish(sl, rows, E, self.alpha, res["u"], self.pen, self.prob,
-                               float(self.bias), self.unit,
-                               functools.partial(sched.rng, self.polishes))
-        self.polish_visits += visits
-        for c, (a, w) in found.items():
-            self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))
-            self.cand[:, c] = w
-            self.cand_live[c] = True
-        return 0
-
-    def _eta(self, c) -> float:
-        """The level's η: loose at the first levels (their smoothing is far above the
-        answer's accuracy), ``_ETA`` at the last ones."""
-        return max(_ETA, _ETA_FIRST * self.alpha[c] / self.alpha0)
-
-    def _absorb_trials(self, c, request, res, E) -> None:
-        """Armijo on the trials of model ``c``'s step: the first accepted one is the new
-        iterate (its evaluation is in the pass when it is the first trial)."""
-        _, d, s_list, e, D, F0 = request
-        w = self.W[:, c]
-        npts = int(res["n_points"][c])
-        for p in range(npts):                  # every point evaluated bounds the gap
-            self._bound_point(c, res, e if p == 0 else w + s_list[p] * d, p)
-        accepted = -1
-        for t in range(_TRIALS):
-            wt = e if t == 0 else w + s_list[t] * d
-            Ft = res["ftry"][c, t] + self._penalties(wt)
-            if Ft <= F0 + _C1 * s_list[t] * D + 10 * np.finfo(float).eps * abs(F0):
-                accepted = t
-                break
-        if accepted < 0:
-            self.halvings[c] += _TRIALS
-            if self.halvings[c] >= _MAX_HALVINGS:       # no descent left at this precision
-                self.halvings[c] = 0
-                self.level_steps[c] = _MAX_STEPS        # an activation round next
-            return
-        self.W[:, c] = e if accepted == 0 else w + s_list[accepted] * d
-        self.steps += 1
-        self.level_steps[c] += 1
-        self.halvings[c] = 0
-        self.blocked[:, c] = False
-        if self.l1 > 0:
-            self.A[:, c] = self.W[:, c] != 0
-            self.A[-1, c] = True
-        if accepted < npts:                    # evaluated in this pass (fused)
-            self._absorb(c, res, self.W[:, c], accepted)
-        else:                                  # the next pass evaluates the new iterate
-            self.valid[c] = False
-
-    def _penalties(self, w) -> float:
-        return 0.5 * float(self.reg @ (w * w)) + float(self.pen @ np.abs(w))
-
-    # -- the host-side Newton step --------------------------------------------------------
-    def _decide(self, c):
-        """What model ``c`` needs from the next pass: ``("eval",)``, ``("try", d, trials,
-        e, D, F0)``, or None once its gap is certified (spec §3.3's loop until a pass is
-        needed)."""
-        while True:
-            if not self.valid[c]:
-                return ("eval",)
-            if self.gap[c] <= self.tol:
-                self.done[c] = True
-                return None
-            w = self.W[:, c]
-            g = self.reg * w - self.gl[0, :, c]
-            d, dec, gt = self._direction(c, w, g)
-            scale = max(abs(self.primal[c]), 1.0)
-            # a smoothing level is solved (spec §3.6, in C units); the squared hinge has one
-            threshold = 0.1 * self.tol * scale if self.sq else \
-                self._eta(c) * self.alpha[c] * self.csum[c]
-            solved = dec < threshold
-            if self.l1 > 0 and (solved or self.level_steps[c] >= _MAX_STEPS):
-                new = (w == 0) & ~self.A[:, c] & ~self.blocked[:, c] & (np.abs(g) > self.pen)
-                new[-1] = False
-                self.level_steps[c] = 0
-                if new.any():                  # activation round (spec §3.5)
-                    self.A[:, c] |= new
-                    if not self.full_h:
-                        self.valid[c] = False
-                    continue
-            if not self.sq and (solved or self.level_steps[c] >= _MAX_STEPS) and \
-                    self.alpha[c] > self.alpha_floor:
-                # the next level: α ← α/β (spec §3.6), evaluated at the same w — by the
-                # last pass already when it speculated that level
-                self.alpha[c] = max(self.alpha[c] / self.alpha_factor, self.alpha_floor)
-                self.level_steps[c] = self.halvings[c] = 0
-                if self.alpha_next[c] == self.alpha[c]:
-                    self.fs[c, 0] = self.fs[c, 1]
-                    self.gl[0, :, c] = self.gl[1, :, c]
-                    self.H[c, 0] = self.H[c, 1]
-                    self.alpha_next[c] = 0.0
-                    continue
-                self.valid[c] = False
-                return ("eval",)
-            if dec <= 1e-14 * scale:           # no progress left at this precision:
-                return ("eval",)               # max_passes ends the run
-            A = self.A[:, c]
-            b = float(g[A] @ d[A])
-            a = 0.5 * float(d[A] @ self._hess_vec(c, A)(d[A]))
-            s, Z = linesearch_l1(w, d, b, a, self.pen)
-            if s <= 0.0:                       # cannot happen after the orientation check
-                return ("eval",)
-            s_list = s * 0.5 ** (self.halvings[c] + np.arange(_TRIALS))
-            e = w + s_list[0] * d
-            if self.halvings[c] == 0:
-                e[Z] = 0.0
-            sgn0 = np.where(w != 0, np.sign(w), np.sign(d))
-            D = b + float(self.pen @ (sgn0 * d))
-            F0 = self.fs[c, 0] + self._penalties(w)
-            return ("try", d, s_list, e, D, F0)
-
-    def _direction(self, c, w, g):
-        """Newton direction on the active features (with the orientation check):
-        ``(d, decrement, pseudo-gradient)``."""
-        d = np.zeros_like(w)
-        while True:
-            A = self.A[:, c]
-            gt = g.copy()
-            if self.l1 > 0:
-                nz = w != 0
-                gt += np.where(nz, self.pen * np.sign(w), -self.pen * np.sign(g))
-            if self.cg:
-                dA = _pcg(self._hess_vec(c, A), -gt[A], self.reg[A] + self.hdiag[A, c])
-            else:
-                HAA = self._dense_hessian(c, A)
-                HAA[np.diag_indices_from(HAA)] += self.reg[A]
-                dA = _solve(HAA, -gt[A])
-            d[:] = 0.0
-            d[A] = dA
-            if self.l1 == 0:
-                break
-            bad = A & (w == 0) & (d * g >= 0) & (self.pen > 0)
-            if not bad.any():
-                break
-            self.A[:, c] &= ~bad
-            self.blocked[:, c] |= bad
-        return d, float(-gt[self.A[:, c]] @ d[self.A[:, c]]), gt
-
-    def _dense_hessian(self, c, A):
-        """Model ``c``'s Hessian of the loss on the features ``A`` (a copy)."""
-        idx = self.amap[A, c]
-        return self.H[c, 0][np.ix_(idx, idx)]
-
-    def _hess_vec(self, c, A):
-        """``v ↦ (reg + H)_AA v`` for model ``c`` at its cached evaluation: the dense
-        Hessian, or (cg) ``Σ h_i x̄_i x̄_iᵀ`` over the resident rows with curvature, or, when
-        they did not fit the memory budget, its diagonal (a Jacobi step)."""
-        reg = self.reg[A]
-        if not self.cg:
-            HAA = self._dense_hessian(c, A)
-            return lambda v: reg * v + HAA @ v
-        hc = self._curvature_rows(c)
-        if hc is None:
-            diag = reg + self.hdiag[A, c]
-            return lambda v: diag * v
-        # Σ h_i x̄_i x̄_iᵀ = X̄ᵀ diag(h) X̄, in place on the slab's CSR (no copies)
-        S = SlabRows(self.rows.ram.X, None, 1.0, float(self.bias), self.d, copy_nnz=-1)
-        cols = np.flatnonzero(A)
-
-        def hv(v):
-            full = np.zeros(self.d + 1)
-            full[cols] = v
-            return reg * v + S.tdot(hc * S.dot(full))[cols]
-        return hv
-
-    def _curvature_rows(self, c):
-        """Model ``c``'s curvature on each row of the RAM slab (cg; 0 on the rows kept
-        for other reasons), or None when the pass could not keep them (memory budget)."""
-        sl = self.rows.ram
-        if sl is None:
-            return None
-        version, cache = self._cg_rows
-        if version != self.rows.ram_version:
-            cache = {}
-            self._cg_rows = (self.rows.ram_version, cache)
-        if c not in cache:
-            local = sl.local
-            cache[c] = np.where(local["newton.near"][:, c] & 2, local["newton.h"][:, c], 0.0)
-        return cache[c]
-
-
-def _pcg(hv, r, diag, rtol=_CG_RTOL, maxiter=_CG_ITERS):
-    """``x ≈ H⁻¹ r`` by conjugate gradient preconditioned with ``diag`` (≈ diag H), to a
-    residual of ``rtol·‖r‖`` or ``maxiter`` products ``hv`` (Newton-CG: an inexact
-    direction is still one of descent, and Armijo takes care of its length)."""
-    x = np.zeros_like(r)
-    res = r.copy()
-    z = res / diag
-    p = z.copy()
-    rz = float(res @ z)
-    stop = rtol * float(np.linalg.norm(r))
-    for _ in range(maxiter):
-        if float(np.linalg.norm(res)) <= stop:
-            break
-        q = hv(p)
-        pq = float(p @ q)
-        if pq <= 0.0:
-            break
-        step = rz / pq
-        x += step * p
-        res -= step * q
-        z = res / diag
-        rz, rz_old = float(res @ z), rz
-        p = z + (rz / rz_old) * p
-    return x if x.any() else r / diag
-
-
-def _solve(H, r):
-    """``H⁻¹ r`` by Cholesky, with a growing ridge if ``H`` is not numerically positive
-    definite."""
-    if len(r) == 0:
-        return r.copy()
-    ridge = 0.0
-    scale = max(float(np.trace(H)) / len(r), 1e-300)
-    for _ in range(12):
-        try:
-            f = scipy.linalg.cho_factor(H + ridge * np.eye(len(r)), lower=True,
-                                        check_finite=False)
-            return scipy.linalg.cho_solve(f, r, check_finite=False)
-        except np.linalg.LinAlgError:
-            ridge = scale * (1e-10 if ridge == 0 else ridge / scale * 100)
-    return np.linalg.lstsq(H, r, rcond=None)[0]
-
-
-def linesearch_l1(w, d, b, a, pen):
-    """``argmin_{s ≥ 0} a s² + b s + Σ_j pen_j |w_j + s d_j|`` (spec §3.4, ``a > 0``):
-    ``(s, Z)`` with ``Z`` the coordinates whose breakpoint is the minimizer (set them to 0
-    exactly)."""
-    empty = np.zeros(0, dtype=np.int64)
-    sgn0 = np.where(w != 0, np.sign(w), np.sign(d))
-    slope0 = b + float(pen @ (sgn0 * d))
-    if slope0 >= 0:
-        return 0.0, empty
-    K = np.flatnonzero((w != 0) & (d != 0) & (np.sign(w) != np.sign(d)) & (pen > 0))
-    if len(K) == 0:
-        return -slope0 / (2 * a), empty
-    sig = -w[K] / d[K]
-    order = np.argsort(sig, kind="stable")
-    sig, K = sig[order], K[order]
-    jump_i = pen[K] * np.abs(d[K])
-    values, first = np.unique(sig, return_index=True)
-    jumps = np.add.reduceat(jump_i, first)
-    jp = 2 * a * values + slope0 + 2 * np.cumsum(jumps)
-    jm = jp - 2 * jumps
-    k = int(np.searchsorted(jp >= 0, True))     # first group with j'(σ⁺) ≥ 0
-    if k < len(values) and jm[k] <= 0:
-        stop = first[k + 1] if k + 1 < len(first) else len(K)
-        return float(values[k]), K[first[k]:stop]
-    sl, sp = (0.0, slope0) if k == 0 else (float(values[k - 1]), float(jp[k - 1]))
-    return sl - sp / (2 * a), empty
