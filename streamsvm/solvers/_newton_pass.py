@@ -1,0 +1,256 @@
+"""newton's pass (module doc of :mod:`.newton`, "Passes"): what one pass over the store sums
+for the models still training, and how much of it the memory budget holds.
+
+:func:`fit_hessians` sizes the pass's Hessian sums (dense or cg, their columns, the points
+and smoothing levels per pass) to the budget; :func:`slots` gives each evaluation slot
+(point × level) its level and curvature cutoff, :func:`accumulators` the pass's sums;
+:func:`newton_block` is the ``map_reduce`` kernel of one block (margins, the per-row terms
+of ``kernels/_newton.py``, the gradient and the Hessian by one of three modes: dense BLAS,
+the active columns' ``newton_hess_add``, or none with cg, whose rows with curvature it
+marks for the resident rows; and the polish's marks and sums); :func:`square_hessians`
+turns the reduced sums into symmetric Hessians.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse
+
+from ..exceptions import InvalidParameterError
+from ..kernels import csr_matmat, csr_rmatmat_add
+from ..kernels._newton import newton_hess_add, newton_rows, symmetrize_lower
+from ..schedule import Accumulator, Need
+
+__all__ = ["accumulators", "fit_hessians", "newton_block", "slots", "square_hessians"]
+
+log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, under its name
+
+_CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
+_DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
+
+
+def fit_hessians(sched, k, d, cg, *, max_dense, fused, sq, auto, points):
+    """The Hessian path (dense or cg), its columns ``a``, the smoothing levels ``L`` and
+    the points ``P`` per pass whose Hessians the budget holds: ``(cg, full_h, a, P, L)``
+    (``full_h``: the dense Hessian covers every feature).
+
+    A pass sums ``P·L`` Hessians of ``a²`` entries per model into run accumulators
+    (one array per level of the reduction tree, which the scheduler counts), reorders them
+    into one copy, keeps ``L`` between passes, and the Newton system takes two ``a×a``
+    copies. Fewer points, then one level, when they do not fit; with ``hessian="auto"``
+    (``auto``) the Hessian-free path when not even one fits (a dense Hessian of
+    ``n_features + 1`` columns over a small budget), on a cluster the budget is refused.
+    ``points``: the Armijo trials a fused trying pass evaluates at.
+    """
+    D1 = d + 1
+    while True:
+        full_h = D1 <= max_dense and not cg
+        a = 1 if cg else D1 if full_h else max_dense
+        # smoothing levels per evaluation point (kernels/_newton.py): the hinge can
+        # speculate the next level α/β (cg works from the rows of one level); points per
+        # trying pass: the first `points` Armijo trials (one when unfused, or with cg)
+        top = (1 if cg or not fused else points, 1 if sq or cg else 2)
+        P, L, refused = _shrink_to_budget(sched, k, D1, a, *top)
+        if refused is None:
+            break
+        if cg or not auto or sched.remote:
+            raise refused
+        log.info("newton: dense Hessians of %d columns do not fit the memory budget: "
+                 "the Hessian-free (cg) path (%s)", a, refused)
+        cg = True
+    if (P, L) != top:
+        log.info("newton: the budget leaves room for Hessians at %d point(s) and %d "
+                 "level(s) per pass", P, L)
+    return cg, full_h, a, P, L
+
+
+def _shrink_to_budget(sched, k, D1, a, P, L):
+    """Fewer points, then one level, until :func:`_needs` fits the budget: ``(P, L, the
+    refusal when not even one point at one level fits, else None)``."""
+    while True:
+        try:
+            sched.check_budget("newton", _needs(k, D1, a, P, L))
+            return P, L, None
+        except InvalidParameterError as exc:
+            if P == 1 and L == 1:
+                return P, L, exc
+            if P > 1:
+                P -= 1
+            else:
+                L = 1
+
+
+def _needs(k, D1, a, P, L) -> dict:
+    """What must stay in memory for ``k`` models of ``D1`` weights with Hessians of ``a``
+    columns at ``P`` points and ``L`` levels per pass."""
+    sums = (Need((L * P, D1, k), per_pass=True), Need((k, a, a, L * P), per_pass=True))
+    return {"the models and their gradients": Need((D1, k), count=7 + L),
+            "the Hessians kept between passes": Need((k, L, a, a)),
+            "the pass's gradient and Hessian sums": sums,
+            "their reordered copy and the Newton system":
+                (Need((L * P, D1, k)), Need((k, a, a, L * P)), Need((a, a), count=2))}
+
+
+def slots(alpha, nxt, levels, n_points, prob, sq):
+    """The evaluation slots of a pass, point ``p`` (trial ``p``, or ``w``) × level (``α``,
+    and ``nxt = α/β`` when ``levels`` is 2, speculated): ``(alphas, cutoff)``, each (k,
+    P·levels), the slot's smoothing level and the curvature below which a row adds nothing
+    to its Hessian (inf: no Hessian at that slot). ``n_points`` (k,): the points of each
+    model; ``prob``: ``(pos, Cp, Cn, sq)``."""
+    k, Lv = len(alpha), levels
+    P = max(1, int(n_points.max()))
+    alphas = np.repeat(alpha[:, None], Lv, axis=1)
+    if sq:                                  # every row with z_i > 0 has curvature 2C_i
+        cutoff = np.zeros((k, Lv))
+    else:                                   # the rows far from the margin add ~nothing
+        if Lv > 1:                          # the next level, speculated
+            alphas[:, 1] = nxt
+        peak = np.maximum(prob[1], prob[2])[:, None] / (2 * alphas)
+        cutoff = _CUTOFF * peak
+        cutoff[:, 1:][alphas[:, 1:] == alphas[:, :1]] = np.inf    # no level left: no H
+    alphas, cutoff = np.tile(alphas, (1, P)), np.tile(cutoff, (1, P))
+    for p in range(1, P):                   # no Hessian at the points a model skips
+        cutoff[n_points <= p, p * Lv:] = np.inf
+    return alphas, cutoff
+
+
+def accumulators(k, D1, a, P, L, trials, *, free_bias, polish, cg) -> dict:
+    """The sums of a pass at ``P`` points over ``L`` slots in all (module doc): the values
+    at the ``trials`` Armijo trials, per slot the objective, the dual's sums, the gradient
+    and the Hessian on ``a`` columns; with a free bias the gradient of the positive rows,
+    for the polish its sums past the band and its candidates' losses, with cg the
+    Hessian's diagonal and the size of the rows to keep."""
+    acc = {"ftry": Accumulator((k, trials)), "f": Accumulator((k, L)),
+           "sb": Accumulator((k, L)), "sbpos": Accumulator((k, L)),
+           "loss": Accumulator((k, P)), "csum": Accumulator(k),
+           "g": Accumulator((L, D1, k)), "H": Accumulator((k, a, a, L))}
+    if free_bias:
+        acc["gpos"] = Accumulator((L, D1, k))
+    if polish:
+        acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
+    if cg:
+        # [rows with curvature, their entries, rows near the margin, their entries]
+        acc.update(hdiag=Accumulator((D1, k)), rowsize=Accumulator(4))
+    return acc
+
+
+def square_hessians(H):
+    """The reduced Hessian sums (k, a, a, L), lower triangles, as symmetric (k, L, a, a)."""
+    H = np.ascontiguousarray(H.transpose(0, 3, 1, 2))
+    for c in range(H.shape[0]):
+        for lv in range(H.shape[1]):
+            symmetrize_lower(H[c, lv])
+    return H
+
+
+def newton_block(block, views, args, acc):
+    """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
+    the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
+    collected), the sums over the rows past the band, and the candidates' losses."""
+    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
+    X = (block.indptr, block.indices, block.data)
+    n, k = block.n_rows, W.shape[1]
+    d = W.shape[0] - 1
+    U = np.empty((n, k))
+    csr_matmat(X, W, U)
+    U += B * W[d]
+    L = plan[3].shape[1]
+    P = max(1, int(plan[4].max()))
+    V = U
+    Ev = np.empty((P, n, k))
+    if trying:                       # point 0 at E (the first trials), point p at trial p
+        V = np.empty((n, k))
+        csr_matmat(X, Dir, V)
+        V += B * Dir[d]
+        csr_matmat(X, E, Ev[0])
+        Ev[0] += B * E[d]
+        for p in range(1, P):
+            Ev[p] = U + plan[1][:, p] * V
+    else:
+        Ev[0] = U
+    coef, h = np.empty((L, n, k)), np.empty((L, n, k))
+    newton_rows(block.y, (U, V, Ev), prob, plan,
+                (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
+                (coef, h))
+    g = acc["g"]
+    positive = block.y[:, None] == prob[0][None, :]
+    for lv in range(L):
+        csr_rmatmat_add(X, coef[lv], g[lv])
+        g[lv, d] += B * coef[lv].sum(axis=0)
+        if free:
+            cp = np.where(positive, coef[lv], 0.0)
+            csr_rmatmat_add(X, cp, acc["gpos"][lv])
+            acc["gpos"][lv, d] += B * cp.sum(axis=0)
+    if hess == "cg":
+        # no Hessian: its diagonal (cg's preconditioner), and the rows with curvature kept
+        # (resident rows, with their curvatures), the polish's marks added below
+        vals = np.ones(len(block.indices)) if unit else block.data.astype(np.float64)
+        Xsq = (block.indptr, block.indices, vals * vals)
+        csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
+        acc["hdiag"][d] += B * B * h[0].sum(axis=0)
+        # when they did not all fit the RAM slab last pass, a share p of them drawn by row
+        # id, their curvature weighted by 1/p (subsampled Newton-CG: an unbiased estimate)
+        p = sample
+        curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
+        keep = curv
+        if p < 1.0:
+            keep = curv & (row_uniform(block.row_start, n)[:, None] < p)
+        views[0][:] = 2 * keep
+        views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
+        lens, kept = np.diff(block.indptr), curv.any(axis=1)
+        acc["rowsize"][0] += float(np.count_nonzero(kept))
+        acc["rowsize"][1] += float(lens[kept].sum())
+    elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
+        # dense rows and a Hessian over every feature: BLAS on the rows with curvature
+        Xd = np.empty((n, d + 1))
+        Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
+                                   block.indices, block.indptr), shape=(n, d)).toarray()
+        Xd[:, d] = B
+        for c in range(k):
+            for lv in range(L):
+                sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
+                if sel.any():
+                    Xs = Xd[sel]
+                    acc["H"][c, :, :, lv] += (Xs.T * h[lv, sel, c]) @ Xs
+    else:
+        longest = int(np.diff(block.indptr).max(initial=0)) + 1
+        newton_hess_add(X, unit, B, h, cutoff, amap,
+                        (np.empty(longest, np.int64), np.empty(longest), np.empty(L)),
+                        acc["H"])
+    if polish is not None:
+        band, cand, cand_live = polish
+        yk = np.where(positive, 1.0, -1.0)
+        Ck = np.where(positive, prob[1][None, :], prob[2][None, :])
+        z = 1.0 - yk * Ev[0]
+        on = band[None, :] >= 0
+        near = on & (np.abs(z) <= band[None, :])
+        views[0][:] = views[0] | near if hess == "cg" else near
+        views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
+        if hess == "cg":
+            kept = near.any(axis=1)
+            acc["rowsize"][2] += float(np.count_nonzero(kept))
+            acc["rowsize"][3] += float(lens[kept].sum())
+        past = np.where(on & (z > band[None, :]), Ck, 0.0)
+        coef_u = past * yk
+        csr_rmatmat_add(X, coef_u, acc["u"])
+        acc["u"][d] += B * coef_u.sum(axis=0)
+        acc["usum"] += past.sum(axis=0)
+        if cand_live.any():
+            M = np.empty((n, k))
+            csr_matmat(X, cand, M)
+            M += B * cand[d]
+            acc["closs"] += np.where(cand_live[None, :],
+                                     Ck * np.maximum(0.0, 1.0 - yk * M), 0.0).sum(axis=0)
+
+
+def row_uniform(start, n):
+    """Uniform numbers in [0, 1) for the global rows ``start … start + n − 1``, a
+    function of the row id alone (SplitMix64's finalizer): the same rows are drawn for
+    any chunking, and after a resume."""
+    z = np.arange(start, start + n, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)

@@ -1,0 +1,152 @@
+"""newton's polish (hinge, module doc of :mod:`.newton`, "Certificate"): the hinge dual
+restricted to the resident rows near the margin, every other row's dual at its bound,
+solved exactly on the host.
+
+With ℓ2 alone the restricted dual is dcd's with ``w`` offset by ``u`` (the sum over the rows
+past the band): dcd's in-memory epochs (``dcd_classes_epochs``, class by class, shrinking)
+run first, and L-BFGS-B with box constraints takes over where they hit their limit and
+with ℓ1. Any point of the box is dual feasible; :func:`polish` returns each model's duals
+(kept in the rows' state ``newton.a`` as the next polish's warm start) and the primal
+candidate ``soft(u + Σ a_i y_i x̄_i, ρ)``, whose value the next pass evaluates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize
+
+from ..kernels._csr import row_sq_norms
+from ..kernels._dcd import dcd_classes_epochs
+from ..kernels._newton import smooth_hinge
+from ._newton_rows import SlabRows
+
+__all__ = ["near_margin", "polish", "soft"]
+
+_POLISH_ITERS = 500     # most L-BFGS-B iterations of one polish (with l1)
+_POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2), then L-BFGS-B
+_POLISH_EPS = 1e-4      # ... which stop at this projected-gradient spread
+
+
+def soft(v, pen):
+    """``sign(v)·max(|v| − pen, 0)``: the weights of the dual point ``v`` (ℓ1: soft
+    thresholding)."""
+    return np.sign(v) * np.maximum(np.abs(v) - pen, 0.0)
+
+
+def near_margin(sl):
+    """Which resident rows ``sl`` the pass kept near each model's margin: bool (n, k)."""
+    return (sl.local["newton.near"] & 1).astype(bool)
+
+
+def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
+    """The restricted hinge duals of the models in ``rows`` over the resident rows ``sl``.
+
+    Parameters
+    ----------
+    sl : the RAM slab of the resident rows (``X``, ``y``, ``local`` states)
+    rows : dict
+        ``{c: the rows of sl near model c's margin}`` (int arrays), the models to polish.
+    E : ndarray of shape (n_features + 1, k)
+        The point the pass kept those rows at; ``alpha`` (k,) its smoothing levels.
+    u : ndarray of shape (n_features + 1, k)
+        ``Σ C_i y_i x̄_i`` over the rows past the band (their duals at the bound).
+    pen : ndarray of shape (n_features + 1,)
+        The ℓ1 weights (0 on the bias; all 0: ℓ2 alone, dual coordinate descent first).
+    prob : tuple
+        ``(pos, Cp, Cn, sq)``; ``B`` the bias feature, ``unit`` the store's values all 1.
+    rng : callable
+        ``rng(round)``: the generator of the epochs' seeds of each round.
+
+    Returns
+    -------
+    ``({c: (a, w)}, visits)``: each model's duals on its rows and its primal candidate
+    ``w``, and the row visits they took (the history's ``polish_passes``). The duals are
+    written into the rows' state ``newton.a`` (the next polish's warm start).
+    """
+    d = E.shape[0] - 1
+    pos, Cp, Cn, _ = prob
+    subs = {}
+    for c, r in rows.items():
+        yc = np.where(sl.y[r] == pos[c], 1.0, -1.0)
+        Cc = np.where(yc > 0, Cp[c], Cn[c])
+        Z = SlabRows(sl.X, r, yc, B, d)                  # rows y_i x̄_i, no copy
+        jz = np.empty((len(r), 3))
+        smooth_hinge(1.0 - Z.dot(E[:, c]), float(alpha[c]), jz)
+        # warm start: the last polish's duals of the rows that were near then, the
+        # smoothed duals at E of the others
+        last = sl.local["newton.a"][r, c].astype(np.float64)
+        a0 = np.where(np.isnan(last), Cc * jz[:, 1], np.clip(last, 0.0, Cc))
+        subs[c] = (r, Z, Cc, a0)
+    # ℓ2: dual coordinate descent first (the restricted dual is dcd's, offset by u);
+    # L-BFGS-B for ℓ1 and where coordinate descent crawls, from where it stopped
+    visits = 0
+    if not pen.any() and subs:
+        found, crawled, visits = _polish_cd(sl, subs, u, prob, B, unit, rng)
+    else:
+        found, crawled = {c: subs[c][3] for c in subs}, list(subs)
+    for c in crawled:
+        r, Z, Cc, _ = subs[c]
+        found[c], nfev = _polish_dual(Z, u[:, c], pen, found[c], Cc)
+        visits += nfev * len(r)
+    out = {}
+    for c, a in found.items():
+        sl.local["newton.a"][subs[c][0], c] = a
+        out[c] = a, soft(u[:, c] + subs[c][1].tdot(a), pen)
+    return out, visits
+
+
+def _polish_cd(sl, subs, u, prob, B, unit, rng):
+    """The restricted hinge duals of the models in ``subs`` (ℓ2 only) by dual
+    coordinate descent (dcd's in-memory epochs, class by class, with shrinking) over
+    the resident rows, from the smoothed duals, with ``w`` started at ``u + Zᵀa``:
+    ``({c: a}, the models whose epochs stopped at the visit limit, visits)``. Any ``a`` in
+    the box is dual feasible: the epochs only sharpen it."""
+    (D1, k), n = u.shape, sl.n_rows
+    d = D1 - 1
+    classes = np.array(sorted(subs), dtype=np.int64)
+    alpha, active = np.zeros((k, n)), np.zeros((k, n), np.uint8)
+    W, wb = np.zeros((k, d)), np.zeros(k)
+    limit = np.zeros(k, dtype=np.int64)
+    for c in classes:
+        r, Z, _, a0 = subs[c]
+        alpha[c, r], active[c, r] = a0, 1
+        v = u[:, c] + Z.tdot(a0)
+        W[c], wb[c] = v[:d], v[d]
+        limit[c] = _POLISH_EPOCHS * len(r)
+    qd = np.empty(n, np.float32)
+    row_sq_norms(sl.X, B * B, qd)
+    pos, Cp, Cn, _ = prob
+    eps = np.full(k, _POLISH_EPS)
+    visits = 0
+    for rnd in range(2):                   # then once more with every row un-shrunk
+        if rnd:
+            for c in classes:
+                active[c, subs[c][0]] = 1
+        pg, info, cert = np.zeros((k, 3)), np.zeros((k, 6)), np.zeros((k, 2))
+        seeds = rng(rnd).integers(2**63, size=k, dtype=np.uint64)
+        shrink = (np.full(k, np.inf), np.full(k, -np.inf))
+        plan = np.zeros((k, 3), dtype=np.int64)
+        plan[:, 1] = limit              # no stop on the (unused) gap estimate
+        dcd_classes_epochs(sl.X, unit, sl.y, qd,
+                           (alpha, active, np.zeros((k, n), np.float32)),
+                           (W, wb, np.zeros((k, d)), np.zeros((k, 2))),
+                           (pos, Cp, Cn, False, B), shrink,
+                           (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
+                           (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
+                            np.empty(5)), (pg, cert, info))
+        visits += int(info[classes, 1].sum())
+    crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
+    return {c: alpha[c, subs[c][0]] for c in subs}, crawled, visits
+
+
+def _polish_dual(Z, u, pen, a0, Cc):
+    """``max_a D(a) = Σ a_i − ½‖soft(u + Zᵀa, pen)‖²`` over ``0 ≤ a ≤ Cc`` by L-BFGS-B from
+    ``a0`` (rows of ``Z``: ``y_i x̄_i``): ``(a, function evaluations)``."""
+    def fg(a):                                 # −D and its gradient
+        w = soft(u + Z.tdot(a), pen)
+        return 0.5 * float(w @ w) - float(a.sum()), Z.dot(w) - 1.0
+
+    opt = scipy.optimize.minimize(
+        fg, a0, jac=True, method="L-BFGS-B", bounds=scipy.optimize.Bounds(np.zeros(len(a0)), Cc),
+        options={"maxiter": _POLISH_ITERS, "ftol": 1e-15, "gtol": 1e-12})
+    return np.clip(opt.x, 0.0, Cc), int(opt.nfev)
