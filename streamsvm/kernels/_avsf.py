@@ -17,9 +17,9 @@ import math
 import numpy as np
 
 from ._csr import row_axpy, row_dot_sq
-from ._dcd import _prefetch_row, _step
+from ._dcd import _step
 from ._jit import kernel, kernel_inline
-from ._prefetch import prefetch, prefetch2
+from ._prefetch import prefetch, prefetch2, prefetch_row
 from ._rng import shuffle_prefix, splitmix
 
 __all__ = ["NSRC", "alg4_counts", "avsf_codes", "avsf_shuffle", "avsf_visits", "avsf_group",
@@ -207,7 +207,7 @@ def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
             prefetch2(ps[s2], i2, c2)
         if t + _AHEAD < n:
             ahead = codes[t + _AHEAD] // NSRC
-            _prefetch_row(Xs[codes[t + _AHEAD] % NSRC], unit, ahead if k == 1 else ahead // k)
+            prefetch_row(Xs[codes[t + _AHEAD] % NSRC], unit, ahead if k == 1 else ahead // k)
         code = codes[t]
         s = code % NSRC
         rc = code // NSRC

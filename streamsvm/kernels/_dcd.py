@@ -11,7 +11,7 @@ Argument groups (tuples, so that a kernel takes about ten arguments):
 ``model = (W, wb, zu, zs)``
     ``W`` (d, k) and ``wb`` (k,) the models (the bias is a regularized constant feature of
     value ``B`` kept as the scalar ``wb[c]``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over
-    the rows shrunk at the upper bound (below). One model (k = 1: a binary problem, or one
+    the rows shrunk at the upper bound (``_dcd_cert.py``). One model (k = 1: a binary problem, or one
     class of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as d-vectors, which the
     CSR primitives read without the (d, k) address arithmetic (``_csr.w_at``).
 ``prob = (pos, Cp, Cn, l2, B)``
@@ -24,23 +24,21 @@ Argument groups (tuples, so that a kernel takes about ten arguments):
 ``duals = (alpha, active)`` per block (``(alpha, active, margin)`` in the slab)
     Dual variables, active flags (uint8) and margins recorded at the last visit, (n, k).
 
-Certificate of shrunk rows (not in LIBLINEAR). A row is shrunk only at a bound and is not
-visited again until un-shrinking, so its terms are known without its margin except for
-the loss: at ``α = 0`` it was shrunk with margin > 1, and its loss is taken as 0; at
-``α = U = C_i`` (hinge only) its loss ``C_i (1 − m_i)`` is linear in ``w``, and the sum over
-all such rows is ``Σ C_i − w·zu − wb·zs[0]`` with ``zu = Σ C_i y_i x_i`` and
-``zs = [Σ C_i y_i B, Σ C_i]`` accumulated when rows are shrunk. The approximate primal
-(used only to decide when to run the exact check) therefore tracks the current ``w``
-instead of margins recorded many epochs ago.
+The certificate (each pair's terms, the estimates made of their sums, the exact check and
+how shrunk rows are accounted for) is in ``_dcd_cert.py``; :func:`dcd_check`,
+:func:`dcd_estimate` and :func:`dcd_terms_add` are imported from there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._csr import row_axpy, row_dot, row_sq_norm, w_at
+from ._csr import row_axpy, row_sq_norm
+from ._dcd_cert import (add_terms, check_one, clear_shrunk_sums, dcd_check, dcd_estimate,
+                        dcd_terms_add, estimate_listed, gap_met, pair, row_margin,
+                        shrunk_at_bound)
 from ._jit import kernel, kernel_inline
-from ._prefetch import prefetch, prefetch2
+from ._prefetch import prefetch, prefetch2, prefetch_row
 from ._rng import shuffle_prefix
 
 __all__ = ["dcd_sweep", "dcd_slab_epochs", "dcd_classes_epochs", "dcd_check", "dcd_terms_add",
@@ -56,30 +54,10 @@ _CACHED_ENTRIES = 100_000
 
 @kernel_inline
 def _prefetch_state(indptr, y, alpha, i):
+    """What a visit of row ``i`` reads first: its ``indptr`` entry, label and duals."""
     prefetch(indptr, i)
     prefetch(y, i)
     prefetch2(alpha, i, 0)
-
-
-@kernel_inline
-def _prefetch_lines(arr, p0, p1):
-    """Prefetch every cache line of ``arr[p0:p1]`` (64-byte lines)."""
-    if p1 > p0:
-        step = max(1, 64 // arr.itemsize)
-        for p in range(p0, p1, step):
-            prefetch(arr, p)
-        prefetch(arr, p1 - 1)
-
-
-@kernel_inline
-def _prefetch_row(X, unit, i):
-    """The whole CSR slice of row ``i`` (a row spans several cache lines; prefetching only
-    the first one left the others to miss in a random visit order)."""
-    p0 = X[0][i]
-    p1 = X[0][i + 1]
-    _prefetch_lines(X[1], p0, p1)
-    if not unit:
-        _prefetch_lines(X[2], p0, p1)
 
 
 @kernel_inline
@@ -91,87 +69,114 @@ def _step(G, a, qd, U):
 
 
 @kernel_inline
-def _add_terms(out, c, Ci, m, a, l2):
-    """``out[c] += [C_i ξ(m), α, ½ D α²]`` (D = 1/(2C_i) for the squared hinge, else 0)."""
-    xi = max(0.0, 1.0 - m)
-    if l2:
-        out[c, 0] += Ci * xi * xi
-        out[c, 2] += 0.25 / Ci * a * a
-    else:
-        out[c, 0] += Ci * xi
-    out[c, 1] += a
+def _shrinks(G, a, U, shrink, c):
+    """LIBLINEAR's shrinking test (spec_003 §1.5): the pair sits at a bound and its gradient
+    points out of the box beyond the previous pass's threshold ``shrink`` of model ``c``."""
+    if a == 0.0:
+        return G > shrink[0][c]
+    if a == U:
+        return G < shrink[1][c]
+    return False
 
 
 @kernel_inline
-def _shrunk_at_bound(X, unit, i, Ci, yi, B, model, c):
-    """Row ``i`` leaves the active set at ``α = U = C_i``: its loss is now tracked
-    linearly through ``zu``/``zs`` (module doc)."""
-    row_axpy(X, unit, i, Ci * yi, model[2], c)
-    model[3][c, 0] += Ci * yi * B
-    model[3][c, 1] += Ci
+def _projected(G, a, U):
+    """The projected gradient of a pair that was not shrunk: 0 where its bound stops it."""
+    if a == 0.0:
+        return G if G < 0.0 else 0.0
+    if a == U:
+        return G if G > 0.0 else 0.0
+    return G
+
+
+@kernel_inline
+def _move(X, unit, i, c, yi, a, a_new, alpha, model, B):
+    """``α_ic ← a_new`` and ``w̄_c += (a_new − a) y_i x̄_i``; returns ``a_new``."""
+    alpha[i, c] = a_new
+    d = (a_new - a) * yi
+    row_axpy(X, unit, i, d, model[0], c)
+    model[1][c] += d * B
+    return a_new
 
 
 @kernel_inline
 def _visit(X, unit, y, i, qd_i, duals, margin, record, model, prob, shrink, out_pg,
-           out_terms, add_terms):
+           out_terms, sum_terms):
     """One visit of row ``i``: a coordinate step for every model still active on it.
 
     ``qd_i``: ``‖x_i‖² + B²``, or a negative value to have it computed from the row only
     when a step is taken (a streamed sweep, where most early visits take none).
-    ``record``: store the visit-time margin in ``margin``; ``add_terms``: add the
-    certificate terms of the pairs still active after the visit to ``out_terms`` (as
+    ``record``: store the visit-time margin in ``margin``; ``sum_terms``: add the certificate
+    terms of the pairs still active after the visit to ``out_terms`` (as
     :func:`dcd_terms_add`, with the visit-time margin).
     """
     alpha, active = duals
-    W, wb = model[0], model[1]
-    pos, Cp, Cn, l2, B = prob
-    pgmax_old, pgmin_old = shrink
+    l2, B = prob[3], prob[4]
     steps = 0
-    for c in range(len(pos)):
+    for c in range(len(prob[0])):
         if active[i, c] == 0:
             continue
         steps += 1
-        yi = 1.0 if y[i] == pos[c] else -1.0
-        Ci = Cp[c] if yi > 0 else Cn[c]
-        U = np.inf if l2 else Ci
-        D = 0.5 / Ci if l2 else 0.0
-        m = yi * (row_dot(X, unit, i, W, c) + wb[c] * B)
+        yi, Ci, U, D = pair(y, i, c, prob)
+        m = row_margin(X, unit, i, c, yi, model, B)
         if record:
             margin[i, c] = m
         a = alpha[i, c]
         G = m - 1.0 + D * a
-        PG = 0.0
-        if a == 0.0:
-            if G > pgmax_old[c]:            # shrink (spec_003 §1.5)
-                active[i, c] = 0
-                out_pg[c, 2] += 1
-                continue
-            if G < 0.0:
-                PG = G
-        elif a == U:
-            if G < pgmin_old[c]:
-                active[i, c] = 0
-                out_pg[c, 2] += 1
-                _shrunk_at_bound(X, unit, i, Ci, yi, B, model, c)
-                continue
-            if G > 0.0:
-                PG = G
-        else:
-            PG = G
+        if _shrinks(G, a, U, shrink, c):
+            active[i, c] = 0
+            out_pg[c, 2] += 1
+            if a != 0.0:                # at U = C_i: its loss now linear in w (zu, zs)
+                shrunk_at_bound(X, unit, i, Ci, yi, B, model, c)
+            continue
+        PG = _projected(G, a, U)
         out_pg[c, 0] = max(out_pg[c, 0], PG)
         out_pg[c, 1] = min(out_pg[c, 1], PG)
         if abs(PG) > 1e-12:
             if qd_i < 0.0:              # computed on the first step the visit takes
                 qd_i = row_sq_norm(X, unit, i, B * B)
-            a_new = _step(G, a, qd_i + D, U)
-            alpha[i, c] = a_new
-            d = (a_new - a) * yi
-            row_axpy(X, unit, i, d, W, c)
-            wb[c] += d * B
-            a = a_new
-        if add_terms:
-            _add_terms(out_terms, c, Ci, m, a, l2)
+            a = _move(X, unit, i, c, yi, a, _step(G, a, qd_i + D, U), alpha, model, B)
+        if sum_terms:
+            add_terms(out_terms, c, Ci, m, a, l2)
     return steps
+
+
+@kernel_inline
+def _any_active(active, i):
+    """Whether some model is still active on row ``i``."""
+    for c in range(active.shape[1]):
+        if active[i, c]:
+            return True
+    return False
+
+
+@kernel_inline
+def _list_slots(duals, n_slots, work):
+    """The active rows of the first ``n_slots`` blocks as ``G · row + slot`` in ``work``
+    (``G`` slots); returns their number."""
+    G = len(duals)
+    n = 0
+    for s in range(n_slots):
+        act = duals[s][1]
+        for i in range(act.shape[0]):
+            if _any_active(act, i):
+                work[n] = G * i + s
+                n += 1
+    return n
+
+
+@kernel_inline
+def _prefetch_slots(Xs, ys, duals, unit, work, j, n):
+    """Prefetch ahead of visit ``j`` of ``work[:n]`` (``G · row + slot``): the state of the
+    row ``_AHEAD_STATE`` visits on, the CSR slice of the one ``_AHEAD_ROW`` on."""
+    G = len(Xs)
+    if j + _AHEAD_STATE < n:
+        v = work[j + _AHEAD_STATE]
+        s = v % G
+        _prefetch_state(Xs[s][0], ys[s], duals[s][0], v // G)
+    if j + _AHEAD_ROW < n:
+        v = work[j + _AHEAD_ROW]
+        prefetch_row(Xs[v % G], unit, v // G)
 
 
 @kernel
@@ -204,28 +209,12 @@ def dcd_sweep(Xs, ys, duals, n_slots, unit, model, prob, shrink, out_stats, rng_
         Number of coordinate steps made.
     """
     G = len(Xs)
-    k = len(prob[0])
     pg, terms = out_stats
-    n = 0
-    for s in range(n_slots):
-        act = duals[s][1]
-        for i in range(act.shape[0]):
-            for c in range(k):
-                if act[i, c]:
-                    work[n] = G * i + s
-                    n += 1
-                    break
+    n = _list_slots(duals, n_slots, work)
     shuffle_prefix(work, n, rng_state)
     steps = 0
     for j in range(n):
-        if j + _AHEAD_STATE < n:
-            v = work[j + _AHEAD_STATE]
-            s2 = v % G
-            _prefetch_state(Xs[s2][0], ys[s2], duals[s2][0], v // G)
-        if j + _AHEAD_ROW < n:
-            v = work[j + _AHEAD_ROW]
-            s2 = v % G
-            _prefetch_row(Xs[s2], unit, v // G)
+        _prefetch_slots(Xs, ys, duals, unit, work, j, n)
         s = work[j] % G
         i = work[j] // G
         steps += _visit(Xs[s], unit, ys[s], i, -1.0, duals[s], duals[s][0], False, model,
@@ -234,62 +223,80 @@ def dcd_sweep(Xs, ys, duals, n_slots, unit, model, prob, shrink, out_stats, rng_
 
 
 @kernel_inline
-def _estimate_one(c, model, loss, sum_a, half_da2, out_cert):
-    """``out_cert[c] = [primal, dual]`` estimates from the sums over the active rows."""
-    W, wb, zu, zs = model
-    reg = wb[c] * wb[c]
-    lin = wb[c] * zs[c, 0]
-    for j in range(W.shape[0]):
-        w = w_at(W, j, c)
-        reg += w * w
-        lin += w * w_at(zu, j, c)
-    reg *= 0.5
-    out_cert[c, 0] = reg + loss + zs[c, 1] - lin
-    out_cert[c, 1] = -(reg + half_da2 - sum_a - zs[c, 1])
-
-
-@kernel
-def dcd_estimate(model, terms, out_cert):
-    """Primal and dual estimates per model from :func:`dcd_terms_add` sums.
-
-    Parameters
-    ----------
-    model : see the module doc
-    terms : ndarray of shape (k, 3)
-        Sums over the active rows: ``[Σ C_i ξ(m_i), Σ α_i, ½ Σ D_i α_i²]``.
-    out_cert : ndarray of shape (k, 2)
-        ``[primal, dual]`` per model. The dual is exact; the primal uses the recorded
-        margins of active rows.
-    """
-    for c in range(len(model[1])):
-        _estimate_one(c, model, terms[c, 0], terms[c, 1], terms[c, 2], out_cert)
+def _list_rows(active, rows):
+    """The rows on which some model is active, in ``rows``; returns their number."""
+    m = 0
+    for i in range(active.shape[0]):
+        if _any_active(active, i):
+            rows[m] = i
+            m += 1
+    return m
 
 
 @kernel_inline
-def _terms_row(y, duals, i, c, prob, out):
+def _keep_rows(active, rows, m):
+    """``rows[:m]`` less the rows shrunk for every model (LIBLINEAR's ``active_size``; the
+    order is reshuffled anyway); returns how many are kept."""
+    kept = 0
+    for t in range(m):
+        i = rows[t]
+        if _any_active(active, i):
+            rows[kept] = i
+            kept += 1
+    return kept
+
+
+@kernel_inline
+def _prefetch_listed(X, unit, y, alpha, qd, rows, t, m):
+    """Prefetch ahead of visit ``t`` of ``rows[:m]``: the state of the row
+    ``_AHEAD_STATE`` visits on, the CSR slice of the one ``_AHEAD_ROW`` on."""
+    if t + _AHEAD_STATE < m:
+        r = rows[t + _AHEAD_STATE]
+        _prefetch_state(X[0], y, alpha, r)
+        prefetch(qd, r)
+    if t + _AHEAD_ROW < m:
+        prefetch_row(X, unit, rows[t + _AHEAD_ROW])
+
+
+@kernel_inline
+def _slab_epoch(X, unit, y, qd, duals, model, prob, shrink, rows, m, out_pg, terms):
+    """One epoch over ``rows[:m]`` in their order, its ``[max PG, min PG, rows shrunk]`` in
+    ``out_pg``; returns the entries it touched (each row's nonzeros and its bias)."""
     alpha, active, margin = duals
-    pos, Cp, Cn, l2, B = prob
-    if active[i, c] != 0:
-        _add_terms(out, c, Cp[c] if y[i] == pos[c] else Cn[c], margin[i, c], alpha[i, c], l2)
+    far = len(X[1]) > _CACHED_ENTRIES          # prefetching pays only beyond the caches
+    for c in range(len(prob[0])):
+        out_pg[c, 0], out_pg[c, 1], out_pg[c, 2] = -np.inf, np.inf, 0.0
+    touched = 0
+    for t in range(m):
+        if far:
+            _prefetch_listed(X, unit, y, alpha, qd, rows, t, m)
+        i = rows[t]
+        _visit(X, unit, y, i, qd[i], (alpha, active), margin, True, model, prob, shrink,
+               out_pg, terms, False)
+        touched += X[0][i + 1] - X[0][i] + 1
+    return touched
 
 
-@kernel
-def dcd_terms_add(y, duals, prob, out):
-    """Add the per-model sums behind the certificate over the active (row, model) pairs.
+@kernel_inline
+def _end_epoch(out_pg, shrink, shrinking):
+    """The epoch's projected-gradient spread (the largest over models); with
+    ``shrinking``, the thresholds of the next epoch from this one's (spec_003 §1.5)."""
+    spread = -np.inf
+    for c in range(out_pg.shape[0]):
+        spread = max(spread, out_pg[c, 0] - out_pg[c, 1])
+        if shrinking:
+            shrink[0][c] = out_pg[c, 0] if out_pg[c, 0] > 0.0 else np.inf
+            shrink[1][c] = out_pg[c, 1] if out_pg[c, 1] < 0.0 else -np.inf
+    return spread
 
-    Parameters
-    ----------
-    y : ndarray of shape (n_rows,)
-    duals : tuple (alpha, active, margin) of arrays of shape (n_rows, k)
-    prob : see the module doc
-    out : ndarray of shape (k, 3)
-        ``out[c] += [Σ C_i ξ(margin_ic), Σ α_ic, ½ Σ D_ic α_ic²]`` over active pairs (D =
-        1/(2C_i) for the squared hinge, 0 for the hinge). Shrunk pairs are accounted by
-        ``zu``/``zs`` (module doc).
-    """
-    for i in range(len(y)):
-        for c in range(len(prob[0])):
-            _terms_row(y, duals, i, c, prob, out)
+
+@kernel_inline
+def _gaps_met(cert, tol):
+    """Whether every model's estimated relative gap is at most ``tol``."""
+    for c in range(cert.shape[0]):
+        if not gap_met(cert, c, tol):
+            return False
+    return True
 
 
 @kernel
@@ -327,74 +334,33 @@ def dcd_slab_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_sta
         ``[epochs, visits, PG spread of the last epoch, 1 if no row was active, active
         rows]``.
     """
-    pos = prob[0]
     shrinking, max_visits, eps_pg, gap_stop, gap_after = control
-    pgmax_old, pgmin_old = shrink
-    rows, work_terms = work
+    rows, terms = work
     out_pg, out_cert, out_info = out
-    alpha, active, margin = duals
-    k = len(pos)
-    d = model[0].shape[0]
-    m = 0
-    for i in range(len(y)):
-        for c in range(k):
-            if active[i, c]:
-                rows[m] = i
-                m += 1
-                break
-    epochs = 0
-    visits = 0
-    since_cert = 0
+    active = duals[1]
+    m = _list_rows(active, rows)
+    due = len(prob[0]) * model[0].shape[0]      # entries between two estimates: k · d
+    epochs, visits, since_cert = 0, 0, 0
     out_info[3] = 0.0
-    far = len(X[1]) > _CACHED_ENTRIES          # prefetching pays only beyond the caches
     while m > 0:
         shuffle_prefix(rows, m, rng_state)
-        for c in range(k):
-            out_pg[c, 0], out_pg[c, 1], out_pg[c, 2] = -np.inf, np.inf, 0.0
-        for t in range(m):
-            if far and t + _AHEAD_STATE < m:
-                r = rows[t + _AHEAD_STATE]
-                _prefetch_state(X[0], y, alpha, r)
-                prefetch(qd, r)
-            if far and t + _AHEAD_ROW < m:
-                _prefetch_row(X, unit, rows[t + _AHEAD_ROW])
-            i = rows[t]
-            _visit(X, unit, y, i, qd[i], (alpha, active), margin, True, model, prob, shrink,
-                   out_pg, work_terms, False)
-            since_cert += X[0][i + 1] - X[0][i] + 1
+        since_cert += _slab_epoch(X, unit, y, qd, duals, model, prob, shrink, rows, m,
+                                  out_pg, terms)
         epochs += 1
         visits += m
-        spread = -np.inf
-        for c in range(k):
-            spread = max(spread, out_pg[c, 0] - out_pg[c, 1])
-            if shrinking:
-                pgmax_old[c] = out_pg[c, 0] if out_pg[c, 0] > 0.0 else np.inf
-                pgmin_old[c] = out_pg[c, 1] if out_pg[c, 1] < 0.0 else -np.inf
+        spread = _end_epoch(out_pg, shrink, shrinking)
         out_info[2] = spread
-        # drop the rows shrunk for every model from the list (order is reshuffled anyway)
-        kept = 0
-        for t in range(m):
-            i = rows[t]
-            for c in range(k):
-                if active[i, c]:
-                    rows[kept] = i
-                    kept += 1
-                    break
-        m = kept
+        m = _keep_rows(active, rows, m)
         stop = spread <= eps_pg or visits >= max_visits or m == 0
-        if stop or since_cert >= k * d:
-            _slab_certificate(rows, m, y, duals, prob, model, work_terms, out_cert)
+        if stop or since_cert >= due:
+            estimate_listed(rows, m, y, duals, prob, model, terms, out_cert)
             since_cert = 0
-            converged = True
-            for c in range(k):
-                if out_cert[c, 0] - out_cert[c, 1] > gap_stop * max(abs(out_cert[c, 0]), 1e-300):
-                    converged = False
-            if stop or (converged and visits >= gap_after):
+            if stop or (_gaps_met(out_cert, gap_stop) and visits >= gap_after):
                 break
     if m == 0:
         out_info[3] = 1.0
         if epochs == 0:
-            _slab_certificate(rows, m, y, duals, prob, model, work_terms, out_cert)
+            estimate_listed(rows, m, y, duals, prob, model, terms, out_cert)
     out_info[0] = epochs
     out_info[1] = visits
     out_info[4] = m
@@ -445,165 +411,92 @@ def dcd_classes_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_
         class was certified (exact gap ≤ ``tol``); rows of other classes are left as they
         were. ``info[c, 1]`` counts the checks' reads as visits.
     """
-    classes, shrinking, max_visits, tol, base, eps_pg, plan, checks = control
-    alpha, active, margin = duals
-    W, wb, zu, zs = model
-    pos, Cp, Cn, l2, B = prob
-    n = alpha.shape[1]
-    d = W.shape[1]
-    out_pg, out_cert, out_info = out
-    rows, terms, stats, one = work
+    classes, _, max_visits, _, _, _, _, checks = control
     for c in classes:
-        e = c + 1
-        cduals = (alpha[c].reshape((n, 1)), active[c].reshape((n, 1)),
-                  margin[c].reshape((n, 1)))
-        cmodel = (W[c], wb[c:e], zu[c], zs[c:e])
-        cprob = (pos[c:e], Cp[c:e], Cn[c:e], l2, B)
-        cshrink = (shrink[0][c:e], shrink[1][c:e])
-        cert = out_cert[c:e]
-        if not checks:
-            dcd_slab_epochs(X, unit, y, qd, cduals, cmodel, cprob, cshrink,
-                            (shrinking, max_visits[c], eps_pg[c], tol, plan[c, 1] - plan[c, 0]),
-                            rng_state[c:e], (rows, terms), (out_pg[c:e], cert, one))
+        if checks:
+            _checked_class(c, X, unit, y, qd, duals, model, prob, shrink, control, rng_state,
+                           work, out)
+        else:
+            _class_epochs(c, X, unit, y, qd, duals, model, prob, shrink, control, max_visits[c],
+                          rng_state, work, out)
             for j in range(5):
-                out_info[c, j] = one[j]
-            out_info[c, 5] = 0.0
+                out[2][c, j] = work[3][j]
+            out[2][c, 5] = 0.0
+
+
+@kernel_inline
+def _class_views(c, duals, model, prob, shrink):
+    """Class ``c``'s rows of the class-major arrays as the one-model ``(duals, model, prob,
+    shrink)`` that :func:`dcd_slab_epochs` takes."""
+    n = duals[0].shape[1]
+    e = c + 1
+    return ((duals[0][c].reshape((n, 1)), duals[1][c].reshape((n, 1)),
+             duals[2][c].reshape((n, 1))),
+            (model[0][c], model[1][c:e], model[2][c], model[3][c:e]),
+            (prob[0][c:e], prob[1][c:e], prob[2][c:e], prob[3], prob[4]),
+            (shrink[0][c:e], shrink[1][c:e]))
+
+
+@kernel_inline
+def _class_epochs(c, X, unit, y, qd, duals, model, prob, shrink, control, limit, rng_state,
+                  work, out):
+    """:func:`dcd_slab_epochs` of class ``c`` for at most ``limit`` visits: its ``pg`` and
+    ``cert`` in row ``c`` of ``out``'s, its ``info`` in ``work[3]``."""
+    _, shrinking, _, tol, _, eps_pg, plan, _ = control
+    cduals, cmodel, cprob, cshrink = _class_views(c, duals, model, prob, shrink)
+    e = c + 1
+    dcd_slab_epochs(X, unit, y, qd, cduals, cmodel, cprob, cshrink,
+                    (shrinking, limit, eps_pg[c], tol, plan[c, 1] - plan[c, 0]),
+                    rng_state[c:e], (work[0], work[1]), (out[0][c:e], out[1][c:e], work[3]))
+
+
+@kernel_inline
+def _unshrink_class(c, active, shrink, model):
+    """Every row of class ``c`` active again, its thresholds and shrunk sums reset
+    (LIBLINEAR un-shrinks too when every row is shrunk)."""
+    active[c, :] = 1
+    shrink[0][c], shrink[1][c] = np.inf, -np.inf
+    clear_shrunk_sums(model)
+
+
+@kernel_inline
+def _checked_class(c, X, unit, y, qd, duals, model, prob, shrink, control, rng_state, work,
+                   out):
+    """Class ``c``'s epochs until its exact check certifies it or its visits are used up
+    (:func:`dcd_classes_epochs`); its ``info`` in ``out[2][c]``."""
+    _, _, max_visits, tol, base, eps_pg, plan, _ = control
+    cduals, cmodel, cprob, _ = _class_views(c, duals, model, prob, shrink)
+    cert, one = out[1][c:c + 1], work[3]
+    n = duals[0].shape[1]
+    epochs, visits, nchecks, spread, done = 0, 0, 0, -np.inf, 0.0
+    while visits < max_visits[c]:
+        _class_epochs(c, X, unit, y, qd, duals, model, prob, shrink, control,
+                      max_visits[c] - visits, rng_state, work, out)
+        epochs += int(one[0])
+        visits += int(one[1])
+        plan[c, 0] += int(one[1])
+        spread = one[2] if one[0] > 0 else -np.inf
+        if one[3] != 0.0:                               # every row shrunk
+            _unshrink_class(c, duals[1], shrink, cmodel)
             continue
-        epochs = 0
-        visits = 0
-        nchecks = 0
-        spread = -np.inf
-        done = 0.0
-        while visits < max_visits[c]:
-            dcd_slab_epochs(X, unit, y, qd, cduals, cmodel, cprob, cshrink,
-                            (shrinking, max_visits[c] - visits, eps_pg[c], tol,
-                             plan[c, 1] - plan[c, 0]),
-                            rng_state[c:e], (rows, terms), (out_pg[c:e], cert, one))
-            epochs += int(one[0])
-            visits += int(one[1])
-            plan[c, 0] += int(one[1])
-            spread = one[2] if one[0] > 0 else -np.inf
-            if one[3] != 0.0:        # every row shrunk: un-shrink (LIBLINEAR does the same)
-                active[c, :] = 1
-                shrink[0][c], shrink[1][c] = np.inf, -np.inf
-                _clear_shrunk_sums(cmodel)
-                continue
-            by_gap = (cert[0, 0] - cert[0, 1] <= tol * max(abs(cert[0, 0]), 1e-300)
-                      and plan[c, 0] >= plan[c, 1])
-            by_pg = one[0] > 0 and spread <= eps_pg[c]
-            if not (by_gap or by_pg):
-                break                                   # its visits are used up
-            _check_one(X, unit, y, cduals, cmodel, cprob, (terms, stats), cert)
-            visits += n
-            nchecks += 1
-            plan[c, 0] = 0
-            if cert[0, 0] - cert[0, 1] <= tol * max(abs(cert[0, 0]), 1e-300):
-                done = 1.0
-                break
-            if by_pg:
-                eps_pg[c] = max(eps_pg[c] * 0.1, 1e-12)
-            if by_gap:
-                plan[c, 2] = min(plan[c, 2] + 1, 2)
-            plan[c, 1] = base * 2 ** plan[c, 2]
-        m = 0
-        for i in range(n):
-            m += active[c, i]
-        out_info[c, 0], out_info[c, 1], out_info[c, 2] = epochs, visits, spread
-        out_info[c, 3], out_info[c, 4], out_info[c, 5] = nchecks, m, done
-
-
-@kernel_inline
-def _clear_shrunk_sums(model):
-    """``zu = 0``, ``zs = 0`` of one model (before they are summed again)."""
-    zu, zs = model[2], model[3]
-    for j in range(zu.shape[0]):
-        zu[j] = 0.0
-    zs[0, 0], zs[0, 1] = 0.0, 0.0
-
-
-@kernel_inline
-def _check_one(X, unit, y, duals, model, prob, scratch, out_cert):
-    """The exact check (:func:`dcd_check`) of one model given as d-vectors: its shrunk
-    violators re-activated, ``out_cert[0] = [primal, dual]`` exact at its current ``W``."""
-    terms, stats = scratch
-    _clear_shrunk_sums(model)
-    terms[0, 0], terms[0, 1], terms[0, 2] = 0.0, 0.0, 0.0
-    stats[0, 0], stats[0, 1], stats[0, 2], stats[0, 3] = -np.inf, np.inf, 0.0, 0.0
-    dcd_check(X, unit, y, duals[:2], model, prob, (terms, stats))
-    _estimate_one(0, model, terms[0, 0], terms[0, 1], terms[0, 2], out_cert)
-    W, wb = model[0], model[1]
-    reg = wb[0] * wb[0]
-    for j in range(W.shape[0]):
-        reg += W[j] * W[j]
-    out_cert[0, 0] = 0.5 * reg + stats[0, 2]
-
-
-@kernel_inline
-def _slab_certificate(rows, m, y, duals, prob, model, terms, out_cert):
-    """:func:`dcd_estimate` from the sums over the listed rows ``rows[:m]``."""
-    k = len(prob[0])
-    for c in range(k):
-        terms[c, 0] = 0.0
-        terms[c, 1] = 0.0
-        terms[c, 2] = 0.0
-    for t in range(m):
-        for c in range(k):
-            _terms_row(y, duals, rows[t], c, prob, terms)
-    for c in range(k):
-        _estimate_one(c, model, terms[c, 0], terms[c, 1], terms[c, 2], out_cert)
-
-
-@kernel
-def dcd_check(X, unit, y, duals, model, prob, acc):
-    """Exact optimality measures at fixed ``W``, and un-shrinking of the violators.
-
-    Read-only on ``W``, ``wb`` and ``alpha``. A shrunk pair whose projected gradient at
-    ``W`` is not zero (shrunk at 0 with margin < 1, or at ``U`` with margin > 1) is made
-    active again; the others stay shrunk, and those at ``U`` are added to ``zu``/``zs``.
-    LIBLINEAR re-activates every row instead; keeping the rows that satisfy their
-    optimality condition saves the full sweep that follows.
-
-    Parameters
-    ----------
-    X, unit, y : one block
-    duals : tuple (alpha, active)
-        ``active`` is updated.
-    model, prob : see the module doc
-        ``model``'s ``zu`` and ``zs`` accumulate (zero them before the first block).
-    acc : tuple (terms, stats)
-        Accumulated over blocks: ``terms`` (k, 3) the certificate terms of the pairs
-        active after the check, with exact margins; ``stats`` (k, 4) ``[max PG, min PG,
-        Σ C_i loss_i, pairs re-activated]`` (start from ``[-inf, inf, 0, 0]``).
-    """
-    alpha, active = duals
-    W, wb = model[0], model[1]
-    pos, Cp, Cn, l2, B = prob
-    out_terms, stats = acc
-    k = len(pos)
-    for i in range(len(y)):
-        for c in range(k):
-            yi = 1.0 if y[i] == pos[c] else -1.0
-            Ci = Cp[c] if yi > 0 else Cn[c]
-            U = np.inf if l2 else Ci
-            m = yi * (row_dot(X, unit, i, W, c) + wb[c] * B)
-            xi = max(0.0, 1.0 - m)
-            stats[c, 2] += Ci * (xi * xi if l2 else xi)
-            a = alpha[i, c]
-            G = m - 1.0 + (0.5 / Ci if l2 else 0.0) * a
-            PG = G
-            if a == 0.0:
-                PG = min(G, 0.0)
-            elif a == U:
-                PG = max(G, 0.0)
-            stats[c, 0] = max(stats[c, 0], PG)
-            stats[c, 1] = min(stats[c, 1], PG)
-            if active[i, c] == 0:
-                if PG != 0.0:
-                    active[i, c] = 1
-                    stats[c, 3] += 1.0
-                elif a == U:
-                    _shrunk_at_bound(X, unit, i, Ci, yi, B, model, c)
-                    continue
-                else:
-                    continue
-            _add_terms(out_terms, c, Ci, m, a, l2)
+        by_gap = gap_met(cert, 0, tol) and plan[c, 0] >= plan[c, 1]
+        by_pg = one[0] > 0 and spread <= eps_pg[c]
+        if not (by_gap or by_pg):
+            break                                       # its visits are used up
+        check_one(X, unit, y, cduals, cmodel, cprob, (work[1], work[2]), cert)
+        visits += n
+        nchecks += 1
+        plan[c, 0] = 0
+        if gap_met(cert, 0, tol):
+            done = 1.0
+            break
+        if by_pg:                                       # LIBLINEAR's test fired too early
+            eps_pg[c] = max(eps_pg[c] * 0.1, 1e-12)
+        if by_gap:                                      # the estimate was optimistic
+            plan[c, 2] = min(plan[c, 2] + 1, 2)
+        plan[c, 1] = base * 2 ** plan[c, 2]
+    m = 0
+    for i in range(n):
+        m += duals[1][c, i]
+    out[2][c, 0], out[2][c, 1], out[2][c, 2] = epochs, visits, spread
+    out[2][c, 3], out[2][c, 4], out[2][c, 5] = nchecks, m, done

@@ -1,4 +1,5 @@
-"""``prefetch(arr, i)``: ask the CPU to start loading ``arr[i]`` into the cache.
+"""``prefetch(arr, i)``: ask the CPU to start loading ``arr[i]`` into the cache; and
+``prefetch_row(X, unit, i)``, every cache line of a CSR row.
 
 Dual coordinate descent visits rows in a random order, so every visit starts with cache
 misses on the row's CSR slice and its per-row state; the order is known in advance, so the
@@ -13,7 +14,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["prefetch", "prefetch2"]
+from ._jit import kernel_inline
+
+__all__ = ["prefetch", "prefetch2", "prefetch_lines", "prefetch_row"]
 
 
 @intrinsic
@@ -45,3 +48,24 @@ def _codegen(context, builder, signature, args):
     # read, high temporal locality, data cache
     builder.call(fn, [builder.bitcast(ptr, voidptr), i32(0), i32(3), i32(1)])
     return context.get_dummy_value()
+
+
+@kernel_inline
+def prefetch_lines(arr, p0, p1):
+    """Prefetch every cache line of ``arr[p0:p1]`` (64-byte lines)."""
+    if p1 > p0:
+        step = max(1, 64 // arr.itemsize)
+        for p in range(p0, p1, step):
+            prefetch(arr, p)
+        prefetch(arr, p1 - 1)
+
+
+@kernel_inline
+def prefetch_row(X, unit, i):
+    """The whole CSR slice of row ``i`` (a row spans several cache lines; prefetching only
+    the first one left the others to miss in a random visit order)."""
+    p0 = X[0][i]
+    p1 = X[0][i + 1]
+    prefetch_lines(X[1], p0, p1)
+    if not unit:
+        prefetch_lines(X[2], p0, p1)

@@ -32,12 +32,12 @@ import numpy as np
 from ..kernels import row_sq_norms
 from ..kernels._ww import ww_cocoa
 from ..schedule import Accumulator
-from .ww import WestonWatkinsSolver, _class_index, _ww_loss_block
+from ._ww_common import WestonWatkinsBase, class_index
 
 __all__ = ["WestonWatkinsCocoa"]
 
 
-class WestonWatkinsCocoa(WestonWatkinsSolver):
+class WestonWatkinsCocoa(WestonWatkinsBase):
     """CoCoA+ for ``ww``'s problem (module doc); created by ``ww`` for a cluster, under its
     name. ``slab`` has no effect here (a cluster has no RAM slab of the training process)."""
 
@@ -52,14 +52,6 @@ class WestonWatkinsCocoa(WestonWatkinsSolver):
 
     def start(self, sched) -> None:
         self._start_common(sched, "the weights, their change and the best point")
-        self.rows = None
-
-    def close(self) -> None:
-        pass
-
-    @property
-    def stale(self) -> bool:
-        return not np.array_equal(self.W, self.Wcert)
 
     def step(self, sched) -> dict:
         K = sched.partitions
@@ -81,10 +73,7 @@ class WestonWatkinsCocoa(WestonWatkinsSolver):
     def final_check(self, sched) -> dict:
         """An exact read-only pass at the newest weights."""
         W = self.W
-        res = sched.map_reduce(_ww_loss_block, args=(W, self.Cy, float(self.bias), self.unit,
-                                                     self.binary),
-                               acc={"loss": Accumulator(1)})
-        self._offer(W, *self._objectives(W, res["loss"][0], self.gsum[0]))
+        self._offer(W, *self._objectives(W, self._store_loss(sched, W), self.gsum[0]))
         entry = self._entry("check", active=sched.n_rows)
         entry["partitions"] = float(sched.partitions)
         return entry
@@ -112,5 +101,5 @@ def _ww_cocoa_block(block, views, args, acc) -> None:
     k = W.shape[1]
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
                np.empty(k - 1), np.empty(k - 1), np.empty(k))
-    ww_cocoa(X, unit, _class_index(block.y, binary), q, order.astype(np.int64),
+    ww_cocoa(X, unit, class_index(block.y, binary), q, order.astype(np.int64),
              (views[0], views[1]), (W, Cy, B, sigma), scratch, acc["dW"], acc["s"])

@@ -59,12 +59,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exceptions import InvalidParameterError
 from ..kernels import row_sq_norms
 from ..kernels._ww import ww_epoch, ww_scores_loss
-from ..problem import Problem, class_costs
-from ..schedule import Accumulator, Need, RowField
-from ._base import C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver, register
+from ..schedule import RowField
+from ._base import register
+from ._ww_cocoa import WestonWatkinsCocoa
+from ._ww_common import WestonWatkinsBase, class_index
 
 __all__ = ["WestonWatkinsSolver"]
 
@@ -76,23 +76,8 @@ _AIM = 1.3              # whole store in RAM: aim this far past the visits the g
 
 
 @register("ww")
-class WestonWatkinsSolver(Solver):
+class WestonWatkinsSolver(WestonWatkinsBase):
     """The Weston–Watkins SVM by dual block coordinate descent and Walrus (module doc)."""
-
-    summary = ("Weston-Watkins multiclass SVM (one joint model, not one-vs-rest) by dual "
-               "block coordinate descent with the exact Walrus subproblem solver; the "
-               "duality gap of each pass's iterate certified by the next pass")
-    params = (
-        C_PARAM,
-        Param("bias", "float", 0.0, "value of a constant bias feature, regularized like the "
-              "weights (LIBLINEAR -B); 0: no bias, the paper's setting", low=0.0),
-        *COMMON_PARAMS,
-        CLASS_WEIGHT_PARAM,
-        Param("gap_decay", "float", 0.0009, "also stop once the duality gap is at most this "
-              "share of the gap after the first pass (the paper's rule; 0: off)", low=0.0),
-        Param("slab", "bool", True, "between passes, sweep the rows still active (β ≠ 0 or a "
-              "margin < 1) again and again in RAM while they fit the memory budget"),
-    )
 
     state_version = 3                   # (the cluster loop's checkpoints are version 2)
     whole = False           # the RAM slab holds every row (set by start)
@@ -100,21 +85,7 @@ class WestonWatkinsSolver(Solver):
     def for_cluster(self, store):
         """On a dask cluster: the CoCoA+ outer loop on the same problem
         (``_ww_cocoa.py``)."""
-        from ._ww_cocoa import WestonWatkinsCocoa
         return WestonWatkinsCocoa(**self.get_params())
-
-    def problem(self, store) -> Problem:
-        binary = store.task == "binary"
-        return Problem(loss="hinge", C=2 * self.C if binary else self.C,
-                       class_weight=self.class_weight, bias=self.bias,
-                       bias_mode="regularized" if self.bias else "none",
-                       layout="binary" if binary else "joint")
-
-    def check_store(self, store) -> None:
-        if len(store.classes) < 2:
-            raise InvalidParameterError(
-                f"ww needs rows of at least two classes; the store has one label "
-                f"({store.classes[0]!r})")
 
     def start(self, sched) -> None:
         self._start_common(sched, "the weights (newest, previous pass's, certified)")
@@ -132,31 +103,6 @@ class WestonWatkinsSolver(Solver):
             self.rows.collect_to = "ram"
         self.trend = np.full(4, np.nan)         # (visits, gap) at the last two certificates
         self._slab_arrays = (0, None, None)     # (slab version, class indices, ‖x̄_i‖²)
-
-    def _start_common(self, sched, weights: str) -> int:
-        """What the local loop and the cluster's CoCoA+ loop (``_ww_cocoa.py``) share: the
-        classes and their costs, β and γ, the weights (three (n_features + 1) × k arrays,
-        ``weights`` says which, charged to the budget) and the certificate; returns k."""
-        store = sched.store
-        self.binary = store.task == "binary"
-        k = self.k = 2 if self.binary else len(store.classes)
-        D1 = sched.n_features + 1
-        sched.check_budget("ww", {weights: Need((D1, k), count=3)})
-        # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
-        Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
-                            np.asarray(store.classes), store.label_counts)
-        self.Cy = np.ascontiguousarray(np.resize(Cp, k), dtype=np.float64)
-        self.unit = bool(getattr(store, "binary_values", False))
-        self.beta = sched.state("ww.beta", np.float64, width=k - 1)
-        self.gamma = sched.state("ww.gamma", np.float64)
-        self.W = np.zeros((D1, k))          # the newest weights, W(β)
-        self.Wcert = np.zeros((D1, k))      # the certified iterate (the model returned)
-        self.gsum = np.zeros(1)             # Σ γ of the β that W is made of
-        self.cert = np.array([np.inf, -np.inf, np.inf])    # primal, dual, gap of Wcert
-        self.gap1 = np.full(1, np.nan)      # the gap after the first outer iteration
-        self.epochs = 0
-        self.visits = 0                     # row visits so far (what the sweeps return)
-        return k
 
     def close(self) -> None:
         if getattr(self, "rows", None) is not None:
@@ -176,14 +122,6 @@ class WestonWatkinsSolver(Solver):
         if "rows" in meta:
             self.rows.load_from(arrays, meta)
     history_extras = ("gap_decay", "pg_max", "slab_sweeps")
-
-    @property
-    def n_iter(self) -> int:
-        return self.epochs
-
-    @property
-    def stale(self) -> bool:
-        return not np.array_equal(self.W, self.Wcert)
 
     # -- one outer iteration: a training pass that certifies the last one's iterate -------
     def step(self, sched) -> dict:
@@ -219,7 +157,7 @@ class WestonWatkinsSolver(Solver):
         q = np.empty(block.n_rows)
         row_sq_norms(X, B * B, q)
         order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
-        ww_epoch(X, self.unit, _class_index(block.y, self.binary), q, order, views,
+        ww_epoch(X, self.unit, class_index(block.y, self.binary), q, order, views,
                  (self.W, Wprev, self.Cy, B, True, False), scratch, out)
 
     def _epoch_on(self, sl, y, q, order, states, model, out) -> int:
@@ -271,7 +209,7 @@ class WestonWatkinsSolver(Solver):
         version, y, q = self._slab_arrays
         if version != self.rows.ram_version:
             B = float(self.bias)
-            y = _class_index(sl.y, self.binary)
+            y = class_index(sl.y, self.binary)
             q = np.empty(sl.n_rows)
             row_sq_norms(sl.X, B * B, q)
             self._slab_arrays = (self.rows.ram_version, y, q)
@@ -391,29 +329,14 @@ class WestonWatkinsSolver(Solver):
                        out_loss)
         return sl.n_rows
 
-    @staticmethod
-    def _objectives(W, loss, gsum) -> tuple[float, float]:
-        """``(P, D)`` at weights ``W`` with their summed hinge loss and ``Σ γ`` (module doc)."""
-        reg = 0.5 * float(np.einsum("dk,dk->", W, W))
-        return reg + float(loss), float(gsum) - reg
-
-    def _rules(self, primal, dual) -> tuple[float, float, bool]:
-        """The relative gap, the gap over ``DG_1`` (NaN before it is known) and whether the
-        paper's gap-decay rule holds."""
-        rel = (primal - dual) / max(abs(primal), 1e-300)
-        decay = (primal - dual) / self.gap1[0] if self.gap1[0] > 0 else np.nan
-        return rel, decay, bool(self.gap_decay > 0 and decay <= self.gap_decay)
-
     def final_check(self, sched) -> dict:
         """An exact read-only pass at the newest weights (over the slab when it holds every
         row)."""
-        W, B = self.W, float(self.bias)
+        W = self.W
         if self.whole and self.rows.ram is not None:
             loss = self._slab_loss(sched, self.rows.ram, self._slab_rows(self.rows.ram)[0])
         else:
-            loss = sched.map_reduce(_ww_loss_block, args=(W, self.Cy, B, self.unit,
-                                                          self.binary),
-                                    acc={"loss": Accumulator(1)})["loss"][0]
+            loss = self._store_loss(sched, W)
         self._certify(W.copy(), *self._objectives(W, loss, self.gsum[0]))
         entry = self._entry("check", active=int(self.rows.kept()[0]))
         entry["pg_max"], entry["slab_sweeps"] = np.nan, 0
@@ -424,36 +347,3 @@ class WestonWatkinsSolver(Solver):
         self.cert[:] = primal, dual, self._rules(primal, dual)[0]
         if self.epochs == 2 and np.isnan(self.gap1[0]):
             self.gap1[0] = primal - dual            # DG_1: iterate 1, certified by pass 2
-
-    def _entry(self, kind, active) -> dict:
-        primal, dual, rel = self.cert
-        _, decay, by_decay = self._rules(primal, dual)
-        # two classes: the declared binary problem's objectives (2C, u = w_+ − w_−) are
-        # twice these, at every iterate (β keeps w_− = −w_+)
-        scale = 2.0 if self.binary else 1.0
-        entry = {"kind": kind, "primal": scale * float(primal), "dual": scale * float(dual),
-                 "gap": float(rel), "exact": True, "active": active, "gap_decay": float(decay)}
-        if by_decay:
-            entry["stop"] = True                    # the paper's rule (module doc)
-        return entry
-
-    def coef(self):
-        W, B = self.Wcert, float(self.bias)
-        if self.binary:                             # u = w_+ − w_− (module doc)
-            u = W[:, 1] - W[:, 0]
-            return u[None, :-1].copy(), np.array([u[-1] * B])
-        return W[:-1].T.copy(), W[-1] * B
-
-
-def _class_index(y, binary) -> np.ndarray:
-    """Class indices 0..k−1 of stored labels (a binary store's ±1 as 0, 1)."""
-    return (y > 0).astype(np.int64) if binary else y.astype(np.int64)
-
-
-def _ww_loss_block(block, views, args, acc):
-    """The Weston–Watkins hinge loss of one block at fixed weights."""
-    W, Cy, B, unit, binary = args
-    X = (block.indptr, block.indices, block.data)
-    ww_scores_loss(X, unit, _class_index(block.y, binary), W, Cy, B, np.empty(W.shape[1]),
-                   acc["loss"])
-
