@@ -40,9 +40,8 @@ def iter_labelled_blocks(data, *, storage_options=None, zero_based="no", classes
     unseen : UnseenFeatures, optional
         Counts the entries beyond the model's features (see :class:`UnseenFeatures`).
     """
-    from .io import Store, open_store
-    from .io import read_meta
-    if isinstance(data, Store) or hasattr(data, "read_chunk"):
+    from .io import StoreMeta, open_store, read_meta
+    if isinstance(data, StoreMeta):
         store = data
     elif read_meta(os.fspath(data), storage_options) is not None:
         store = open_store(data, storage_options=storage_options)

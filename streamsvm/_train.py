@@ -83,7 +83,7 @@ def _store_identity(store) -> dict:
              "nnz": int(meta["nnz"])}
     if meta.get("store_id"):
         ident["store_id"] = meta["store_id"]
-    elif hasattr(store, "fingerprint"):
+    elif store.fingerprint:
         ident["fingerprint"] = store.fingerprint
     else:
         ident["crc32"] = (meta.get("source") or {}).get("crc32")
@@ -208,12 +208,12 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         Another run is using ``checkpoint`` (named: pid, host, command, start time).
     """
     from .checkpoint import CheckpointManager
-    from .io import OutputLock, open_store
+    from .io import InMemoryStore, OutputLock, StoreMeta, open_store
     from .schedule import PassScheduler
     slv = make_solver(solver, params)       # validates every parameter before any pass
     if resume and checkpoint is None:
         raise InvalidParameterError("resume=True needs a checkpoint location")
-    if not hasattr(store, "read_chunk"):
+    if not isinstance(store, StoreMeta):
         store = open_store(store, storage_options=storage_options)
     if len(store.classes) < 2:
         raise InvalidParameterError(
@@ -222,8 +222,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
             f"{'y' if store.url == 'memory' else f'store {store.url!r}'})")
     slv.check_store(store)
     if scheduler is not None:
-        from .io import InMemoryStore
-        if isinstance(store, InMemoryStore) or not hasattr(store, "storage_options"):
+        if isinstance(store, InMemoryStore):
             raise InvalidParameterError(
                 "scheduler= trains on a dask cluster whose workers read the store "
                 "themselves: give a store path or URL (shared filesystem or S3), not "

@@ -124,8 +124,8 @@ class LinearSVC:
 
     def fit(self, X, y=None):
         """Fit on a Store, a store URL, or in-memory ``X`` (sparse/dense) with ``y``."""
-        from .io import InMemoryStore
-        if isinstance(X, (str, os.PathLike)) or hasattr(X, "read_chunk"):
+        from .io import InMemoryStore, StoreMeta
+        if isinstance(X, (str, os.PathLike, StoreMeta)):
             if y is not None:
                 raise InvalidParameterError("y must be None when X is a store (labels are in it)")
             store = X
@@ -194,7 +194,8 @@ class LinearSVC:
         """Scores of in-memory ``X``, or of the rows of a store / libsvm file (features
         beyond the model's then weigh 0, with one warning)."""
         self._check_fitted()
-        if isinstance(X, (str, os.PathLike)) or hasattr(X, "read_chunk"):
+        from .io import StoreMeta
+        if isinstance(X, (str, os.PathLike, StoreMeta)):
             from ._evaluate import UnseenFeatures, _scores, iter_labelled_blocks
             unseen = UnseenFeatures(self.n_features_in_)
             W = np.ascontiguousarray(self.model_.coef.T)

@@ -9,14 +9,14 @@ from ._lock import OutputLock
 from ._memory import InMemoryStore
 from ._parse import parse_block
 from ._source import describe_inputs, iter_blocks
-from ._store import ATTRS_KEY, FORMAT_VERSION, Chunk, Store, open_store, read_meta
+from ._store import ATTRS_KEY, FORMAT_VERSION, Chunk, Store, StoreMeta, open_store, read_meta
 from ._urls import (STDOUT, access_error, is_local, join_url, open_output, output_target,
                     remote_errors, url_to_fs, write_atomic)
 from ._verify import verify_store
 from ._writer import write_store
 
 __all__ = ["ATTRS_KEY", "FORMAT_VERSION", "NO_LIMIT", "STDOUT", "Chunk", "InMemoryStore",
-           "OutputLock", "Store", "access_error", "convert", "describe_inputs", "is_local",
-           "iter_blocks", "join_url", "label_key", "open_output", "open_store", "output_target",
-           "parse_block", "read_derived", "read_meta", "remote_errors", "url_to_fs",
-           "verify_store", "write_atomic", "write_derived", "write_store"]
+           "OutputLock", "Store", "StoreMeta", "access_error", "convert", "describe_inputs",
+           "is_local", "iter_blocks", "join_url", "label_key", "open_output", "open_store",
+           "output_target", "parse_block", "read_derived", "read_meta", "remote_errors",
+           "url_to_fs", "verify_store", "write_atomic", "write_derived", "write_store"]

@@ -39,7 +39,7 @@ DERIVED_KEY = "streamsvm_derived"
 
 def _identity(store) -> str:
     meta = store.meta
-    return str(meta.get("store_id") or meta.get("checksum") or getattr(store, "fingerprint", ""))
+    return str(meta.get("store_id") or meta.get("checksum") or store.fingerprint)
 
 
 def _crc(name: str, value, ident: str) -> str:
@@ -56,7 +56,7 @@ def _zarr_json(store):
 
 def _on_storage(store) -> bool:
     """Whether ``store`` is a store on a filesystem (an InMemoryStore is not)."""
-    return hasattr(store, "storage_options") and getattr(store, "url", "memory") != "memory"
+    return store.url != "memory"
 
 
 def _array_url(store, name: str) -> str:

@@ -20,6 +20,7 @@ array, the chunk and the rows.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import threading
@@ -103,11 +104,60 @@ class Chunk:
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n_rows, n_cols))
 
 
-class StoreMeta:
-    """Metadata accessors shared by :class:`Store` and ``InMemoryStore`` (from ``meta``)."""
+class StoreMeta(abc.ABC):
+    """The store interface: all the scheduler, the solvers and training use of a store.
+
+    Shared by :class:`Store` and ``InMemoryStore`` (``_memory.py``); any other store (a
+    wrapper that counts reads, in the tests) subclasses it too, and the
+    :class:`~streamsvm.schedule.PassScheduler` refuses anything else. Metadata accessors read
+    ``meta``; a store implements :meth:`read_rows`. The capabilities below default to those
+    of a store whose blocks own their arrays, that decodes nothing it keeps between reads,
+    and that reads a row range by its whole chunk; a store overrides what differs.
+
+    Attributes
+    ----------
+    meta : dict
+        The store's ``streamsvm`` attributes (DESIGN.md §3).
+    url : str
+        Where the store is (``"memory"`` for an in-memory store).
+    storage_options : dict
+        fsspec options that open ``url`` (empty in memory).
+    """
 
     meta: dict
     url: str
+    storage_options: dict
+
+    # -- capabilities --------------------------------------------------------------
+    zero_copy = False
+    """Whether blocks are views of memory the caller holds, so that reading costs nothing of
+    the memory budget."""
+
+    range_reads = False
+    """Whether reading a row range costs only that range's bytes. If not, the scheduler
+    cuts blocks that split a chunk from the chunk read whole, keeping the last few."""
+
+    fingerprint = ""
+    """A content hash that stands for ``meta['store_id']`` in checkpoint identities, for a
+    store written without one (in memory); empty when the store has its id."""
+
+    def held_bytes_for(self, keep: int) -> int:
+        """Bytes the reader keeps decoded between reads when it keeps up to ``keep`` inner
+        chunks per array (none here)."""
+        return 0
+
+    def keep_partial(self, keep: int) -> None:
+        """Keep up to ``keep`` decoded inner chunks per array between reads (nothing to keep
+        here)."""
+
+    def largest_inner_bytes(self) -> int:
+        """Decoded bytes of the largest inner chunk, what one read decodes at once (none
+        here)."""
+        return 0
+
+    @abc.abstractmethod
+    def read_rows(self, start: int, stop: int, chunk_id: int = -1) -> Chunk:
+        """Read global rows ``[start, stop)`` as a :class:`Chunk` with id ``chunk_id``."""
 
     # -- metadata ------------------------------------------------------------------
     n_rows = property(lambda self: int(self.meta["n_rows"]))

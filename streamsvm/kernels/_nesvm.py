@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ._csr import row_axpys, row_dots, row_dots2, row_inf_sq
 from ._jit import kernel, kernel_inline
 

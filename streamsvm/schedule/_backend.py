@@ -34,6 +34,16 @@ class Backend(abc.ABC):
     bytes_read: int
     kernel_seconds: float
 
+    remote = False
+    """Whether kernels run in other processes (a dask cluster's workers): then blocks never
+    reach this one, and only map/reduce passes run."""
+
+    workers: tuple | list = ()
+    """The processes that own blocks, in order (none for a backend of this process)."""
+
+    partitions = 1
+    """How many of :attr:`workers` own blocks (1 for a backend of this process)."""
+
     @abc.abstractmethod
     def iter_blocks(self, ids: Iterable[int], source=None) -> Iterator:
         """Yield the blocks ``ids`` in order, to the calling process (sequential methods

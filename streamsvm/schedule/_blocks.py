@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from ..exceptions import InvalidParameterError, StoreError
+from ..exceptions import StoreError
 from ..io import Chunk
 from ._reduce import N_GROUPS, group_count, reduction_groups
 
@@ -98,15 +98,10 @@ class BlockLayout:
         """The layout of ``store`` (checks that its chunks cover its rows)."""
         sizes = np.asarray(store.chunk_sizes(), dtype=np.int64)
         if len(sizes) != store.n_chunks or sizes.sum() != store.n_rows or np.any(sizes < 0):
-            raise StoreError(f"store {getattr(store, 'url', store)!r}: chunk sizes do not add up "
+            raise StoreError(f"store {store.url!r}: chunk sizes do not add up "
                              f"to n_rows={store.n_rows}")
         layout = cls(sizes, block_rows)
-        if hasattr(store, "nnz") and hasattr(store, "n_features"):
-            layout.n_groups = group_count(store.nnz, store.n_features, layout.n_blocks)
-        if not layout.whole.all() and not hasattr(store, "read_rows"):
-            raise InvalidParameterError(
-                "The 'block_rows' parameter of PassScheduler splits chunks, which needs a "
-                f"store with read_rows(start, stop, chunk_id); {type(store).__name__} has none.")
+        layout.n_groups = group_count(store.nnz, store.n_features, layout.n_blocks)
         return layout
 
     @property

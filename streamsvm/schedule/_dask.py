@@ -69,6 +69,15 @@ def connect(scheduler):
     return client, True
 
 
+def _not_in_this_process() -> InvalidParameterError:
+    """The error of a request for blocks in the training process (a sweep over resident
+    rows, a kernel run here), which this backend's workers do not send back."""
+    return InvalidParameterError(
+        "this solver reads blocks in the training process (dual coordinate descent, "
+        "resident rows), which a dask cluster does not provide: its workers run "
+        "map/reduce passes only; train without scheduler=")
+
+
 class DaskBackend(Backend):
     """Run map/reduce passes on the workers of ``client`` (module doc).
 
@@ -88,7 +97,7 @@ class DaskBackend(Backend):
 
     def __init__(self, client, store, layout, *, memory: int, owned: bool = False):
         from ..io import InMemoryStore
-        if isinstance(store, InMemoryStore) or not hasattr(store, "storage_options"):
+        if isinstance(store, InMemoryStore):
             raise InvalidParameterError(
                 "a dask cluster reads the store itself: give a store path or URL that every "
                 "worker can read (a shared filesystem or S3), not an in-memory store")
@@ -216,17 +225,15 @@ class DaskBackend(Backend):
             self.kernel_seconds += stats["kernel_seconds"]
         return parts
 
+    # -- blocks in this process: none --------------------------------------------------
     def iter_blocks(self, ids, source=None):
-        raise InvalidParameterError(
-            "this solver reads blocks in the training process (dual coordinate descent, "
-            "resident rows), which a dask cluster does not provide: its workers run "
-            "map/reduce passes only; train without scheduler=")
+        raise _not_in_this_process()
 
     def map_blocks(self, kernel, blocks, *, views, args, folder, after=None) -> None:
-        self.iter_blocks(())
+        raise _not_in_this_process()
 
     def read_all(self):
-        self.iter_blocks(())
+        raise _not_in_this_process()
 
     # -- per-row state -------------------------------------------------------------------
     def new_state(self, name: str, dtype, width, fill) -> None:

@@ -60,7 +60,7 @@ class HotRows:
     def __init__(self, sched, states, flag, *, max_rows: int, room: int, extra_row_bytes: int):
         store = sched.store
         self.sched, self.states, self.flag = sched, tuple(states), flag
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
         self.extra_row_bytes = int(extra_row_bytes)
         self.room = max(0, int(room))

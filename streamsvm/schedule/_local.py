@@ -18,7 +18,6 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from ..exceptions import StoreError
-from ..io import Chunk
 from ._backend import Backend
 from ._blocks import Block, BlockLayout
 from ._cache import BlockCache
@@ -50,8 +49,7 @@ def default_readers(store, prefetch: int) -> int:
     (``python tools/bench.py readers``; docs/bench/results/readers-synth-1e7.md).
     """
     from ..io import is_local
-    url = getattr(store, "url", None)
-    if url is not None and not is_local(url):
+    if not is_local(store.url):
         return max(1, prefetch)
     return max(1, min(prefetch, usable_cpus() - 1))
 
@@ -69,11 +67,9 @@ def reader_bytes(store) -> int:
     and the decoded inner chunk of a partial read); for a remote one
     :data:`REMOTE_READER_BYTES`."""
     from ..io import is_local
-    url = getattr(store, "url", None)
-    if url is not None and not is_local(url):
+    if not is_local(store.url):
         return REMOTE_READER_BYTES
-    inner = getattr(store, "largest_inner_bytes", 0)
-    return 2 * int(inner() if callable(inner) else inner)
+    return 2 * int(store.largest_inner_bytes())
 
 
 def _compact(block: Block) -> Block:
@@ -146,7 +142,7 @@ class LocalBackend(Backend):
         try:
             if lay.whole[b]:
                 chunk = self.store.read_chunk(c)
-            elif getattr(self.store, "range_reads", False):
+            elif self.store.range_reads:
                 chunk = self.store.read_rows(start, stop, c)     # only this block's bytes
             else:
                 chunk = self._read_part(c, start, stop)
@@ -156,31 +152,21 @@ class LocalBackend(Backend):
         except StoreError:
             raise                   # the store's message names the array, chunk and rows
         except Exception as exc:
-            url = getattr(self.store, "url", type(self.store).__name__)
-            raise StoreError(f"store {url!r}: cannot read block {b} (chunk {c}, rows "
+            raise StoreError(f"store {self.store.url!r}: cannot read block {b} (chunk {c}, rows "
                              f"[{start}, {stop})): {type(exc).__name__}: {exc}") from exc
         return Block(b, start, chunk.indptr, chunk.indices, chunk.data, chunk.y, chunk=c)
 
     def read_all(self) -> Block:
-        """Every row of the store as one block (id -1), in one read where the store
-        supports ``read_rows``; nothing is cached."""
+        """Every row of the store as one block (id -1), in one read; nothing is cached."""
         n = self.layout.n_rows
         try:
-            if hasattr(self.store, "read_rows"):
-                chunk = self.store.read_rows(0, n)
-            else:
-                parts = [self.store.read_chunk(c) for c in range(self.store.n_chunks)]
-                lens = np.concatenate([[0]] + [np.diff(p.indptr) for p in parts])
-                chunk = Chunk(-1, 0, np.cumsum(lens), np.concatenate([p.indices for p in parts]),
-                              np.concatenate([p.data for p in parts]),
-                              np.concatenate([p.y for p in parts]))
+            chunk = self.store.read_rows(0, n)
             if chunk.n_rows != n:
                 raise StoreError(f"expected {n} rows, got {chunk.n_rows}")
         except StoreError:
             raise
         except Exception as exc:
-            url = getattr(self.store, "url", type(self.store).__name__)
-            raise StoreError(f"store {url!r}: cannot read rows [0, {n}): "
+            raise StoreError(f"store {self.store.url!r}: cannot read rows [0, {n}): "
                              f"{type(exc).__name__}: {exc}") from exc
         self.store_reads += 1
         self.bytes_read += chunk.nbytes
@@ -229,7 +215,7 @@ class LocalBackend(Backend):
                         # a block split from a decoded chunk is a view that would keep the
                         # whole chunk alive: cache a compact copy instead (a block read
                         # alone by range already owns its arrays)
-                        own = self.layout.whole[b] or getattr(self.store, "range_reads", False)
+                        own = self.layout.whole[b] or self.store.range_reads
                         self.cache.admit(b, block if own else _compact(block))
                 else:
                     self.cache_hits += 1

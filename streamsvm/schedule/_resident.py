@@ -360,7 +360,7 @@ class ResidentRows:
         self.extra_row_bytes, self.fixed_bytes = int(extra_row_bytes), int(fixed_bytes)
         self.ram_enabled, self.disk_enabled = bool(ram), bool(disk)
         self.disk_fraction, self.threshold = float(disk_fraction), threshold
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.row_bytes = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
         sizes = np.asarray(sched.block_sizes, dtype=np.int64)
         self.block_rows = sizes.copy()

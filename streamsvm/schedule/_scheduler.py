@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..exceptions import CheckpointError, InvalidParameterError
-from ..io import read_derived, write_derived
+from ..io import StoreMeta, read_derived, write_derived
 from ._blocks import Block, BlockLayout
 from ._heap import release_free_heap
 from ._local import LocalBackend, default_readers, reader_bytes
@@ -50,7 +50,6 @@ __all__ = ["PassScheduler", "Group", "Reduced", "Swept"]
 logger = logging.getLogger(__name__)
 
 _STATE_DICT_VERSION = 1
-_STORE_ATTRS = ("n_rows", "n_features", "n_chunks", "chunk_sizes", "read_chunk")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -185,12 +184,11 @@ class PassScheduler:
     def __init__(self, store, *, memory="1GB", prefetch: int = 8, readers: int | None = None,
                  block_rows: int | None = None, seed: int = 0, scratch_dir=None,
                  scheduler=None, interrupt=None):
-        missing = [a for a in _STORE_ATTRS if not hasattr(store, a)]
-        if missing:
+        if not isinstance(store, StoreMeta):
             raise InvalidParameterError(
                 f"The 'store' parameter of PassScheduler must be a streamsvm store "
-                f"(open_store(...) or InMemoryStore). Got {type(store).__name__}, which "
-                f"lacks {', '.join(missing)}.")
+                f"(open_store(...), InMemoryStore, or another streamsvm.io.StoreMeta). Got "
+                f"{type(store).__name__} instead.")
         self.memory = parse_memory(memory)
         prefetch = _check_int("prefetch", prefetch, 0)
         readers = default_readers(store, prefetch) if readers is None else \
@@ -241,18 +239,18 @@ class PassScheduler:
     @property
     def remote(self) -> bool:
         """Whether passes run on a dask cluster (only :meth:`map_reduce` then)."""
-        return bool(getattr(self._backend, "remote", False))
+        return self._backend.remote
 
     @property
     def workers(self) -> list:
         """The dask workers the blocks are spread over ([] for the local backend)."""
-        return list(getattr(self._backend, "workers", []))
+        return list(self._backend.workers)
 
     @property
     def partitions(self) -> int:
         """How many workers own blocks (at most one per reduction group; 1 for the local
         backend): CoCoA+'s K."""
-        return int(getattr(self._backend, "partitions", 1))
+        return int(self._backend.partitions)
 
     def rebalance(self) -> None:
         """After a worker left: spread the blocks over the workers still there (the per-row
@@ -329,10 +327,9 @@ class PassScheduler:
     def _block_bytes(self) -> int:
         """Most decoded bytes of one block (a store's blocks own their arrays; an in-memory
         store's are views of the caller's matrix and cost nothing)."""
-        meta = getattr(self.store, "meta", None)
-        if meta is None or not hasattr(self.store, "chunk_nnz") or \
-                getattr(self.store, "zero_copy", False):
+        if self.store.zero_copy:
             return 0
+        meta = self.store.meta
         # a store that omits ``data`` (all ones) still hands out blocks with their values
         per_entry = np.dtype(meta.get("index_dtype", "int32")).itemsize + \
             np.dtype(meta.get("dtype", "float32")).itemsize
@@ -344,13 +341,12 @@ class PassScheduler:
         return -(-chunk * rows // max(1, int(self.store.chunk_rows)))
 
     def _inflight(self, depth: int, keep: int, readers: int, helps: bool = False) -> int:
-        held = getattr(self.store, "held_bytes_for", None)
-        held = int(held(keep)) if held is not None else 0
+        held = int(self.store.held_bytes_for(keep))
         if depth > 0:   # reads in reader threads (and, helping, the consumer's), else in the
             # consumer's
             held += (max(1, min(readers, depth)) - 1 + int(helps)) * reader_bytes(self.store)
         split = not bool(np.all(self._layout.whole))
-        if split and not getattr(self.store, "range_reads", False):
+        if split and not self.store.range_reads:
             # split blocks are cut from decoded chunks, the last few of which are kept
             chunks = self._backend.keep_chunks * self._block_bytes() * \
                 max(1, int(self.store.chunk_rows)) // max(1, int(self._layout.block_rows))
@@ -438,7 +434,7 @@ class PassScheduler:
         needs["2 blocks in flight and the inner chunks being decoded"] = self._inflight(0, 1, 1)
         least = int(-(-(fixed + self._inflight(0, 1, 1)) // (1.0 - self.ALLOCATOR_HEADROOM)))
         parts = ", ".join(f"{what} {_mb(v)}" for what, v in needs.items())
-        url = getattr(self.store, "url", "the store")
+        url = self.store.url
         raise InvalidParameterError(
             f"The 'memory' budget ({_mb(self.memory)}) is too small for {owner} on {url!r}: "
             f"it must hold {parts}, and a quarter of the budget stays with the allocator; "
@@ -453,8 +449,7 @@ class PassScheduler:
         self._backend.readers = readers
         self._backend.helps = helps
         self._keep_partial = keep
-        if hasattr(self.store, "keep_partial"):
-            self.store.keep_partial(keep)
+        self.store.keep_partial(keep)
         self._backend.cache.resize(self._cache_capacity())
 
     def reserve(self, nbytes: int) -> None:
@@ -621,7 +616,8 @@ class PassScheduler:
         workers' complete subtrees of run arrays merged along the pairwise tree (fused:
         their run arrays added in block order), per-block partials by rank."""
         if rows is not None:
-            self._backend.iter_blocks(())           # resident rows: not on a cluster
+            raise InvalidParameterError("resident rows live in the training process: not on "
+                                        "a dask cluster")
         ids, sweep = self._plan(order, active)
         folder = Folder(acc, ids, self._layout.groups, fuse)
         ranks = visit_ranks(ids)
@@ -648,7 +644,7 @@ class PassScheduler:
     def finish_collect(self, install: bool = True) -> None:
         """Install (or drop) the rows the last :meth:`map_reduce` collected for its
         ``rows`` (a solver decides once it has seen the pass's results)."""
-        pending, self._pending_collect = getattr(self, "_pending_collect", None), None
+        pending, self._pending_collect = self._pending_collect, None
         if pending is not None:
             rows, collector = pending
             rows.finish(collector, install)

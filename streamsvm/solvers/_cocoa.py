@@ -70,7 +70,7 @@ class CocoaDual(Solver):
             store.classes, store.label_counts)
         pos = np.ones(k) if k == 1 else np.arange(k, dtype=np.float64)
         self.model = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.alpha = sched.state(f"{self.name}.cocoa.alpha", np.float64, width=k)
         self.W = np.zeros((D1, k))
         self.Wcert = np.zeros((D1, k))

@@ -95,7 +95,7 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
         _restore(solver, sched, r, *state)
     t0 = time.perf_counter() - r.seconds0
     bar = _Bar(solver, sched) if progress else None
-    remote = bool(getattr(sched, "remote", False))
+    remote = sched.remote
     snapshot = _snapshot(solver, sched, r, t0) if remote else None
     try:
         while not r.done:                 # a checkpoint of a finished run resumes as finished

@@ -72,7 +72,7 @@ class WestonWatkinsBase(Solver):
         Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
                             np.asarray(store.classes), store.label_counts)
         self.Cy = np.ascontiguousarray(np.resize(Cp, k), dtype=np.float64)
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.beta = sched.state("ww.beta", np.float64, width=k - 1)
         self.gamma = sched.state("ww.gamma", np.float64)
         self.W = np.zeros((D1, k))          # the newest weights, W(β)

@@ -204,7 +204,7 @@ class AlmSolver(Solver):
         prob = self.problem(store).resolved(store.classes, store.label_counts)
         self.Cp, self.Cn = prob.costs(store.classes, store.label_counts)
         self.pos = np.ones(K) if self.m == 1 else np.arange(self.m, dtype=np.float64)
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.n_rows = sched.n_rows
         # D: 1 on the regularized coordinates (the bias: 0 when free; unused when B = 0)
         self.reg = np.ones(D1)

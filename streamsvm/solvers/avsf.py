@@ -138,7 +138,7 @@ class AVSFSolver(Solver):
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.W, self.wb = np.zeros((d, k)), np.zeros(k)
         # one model: the kernels take its weights as a d-vector (kernels/_csr.py, w_at)
         self.model = (self.W[:, 0] if k == 1 else self.W, self.wb)

@@ -99,7 +99,7 @@ class DCDSolver(Solver):
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.W, self.wb = np.zeros((d, k)), np.zeros(k)
         # rows shrunk at the upper bound: Σ C_i y_i x_i and [Σ C_i y_i B, Σ C_i] (kernel doc)
         self.zu, self.zs = np.zeros((d, k)), np.zeros((k, 2))

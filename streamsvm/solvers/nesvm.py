@@ -232,7 +232,7 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
         self.Cp, self.Cn = np.concatenate(Cp), np.concatenate(Cn)
         self.pos = np.ones(K) if self.m == 1 else np.tile(np.arange(self.m, dtype=np.float64),
                                                           len(self.Cs))
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.sq = self.loss == "squared"
         self.l1 = self.penalty == "l1"
         self.n_rows = sched.n_rows

@@ -204,7 +204,7 @@ class NewtonSolver(NewtonSteps, Solver):
         Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
         pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
         self.prob = (pos, Cp, Cn, self.sq)
-        self.unit = bool(getattr(store, "binary_values", False))
+        self.unit = store.binary_values
         self.reg = np.ones(D1)
         self.reg[d] = 0.0 if self.free_bias else 1.0
         self.pen = np.full(D1, self.l1)

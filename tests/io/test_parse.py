@@ -16,6 +16,7 @@ from streamsvm.exceptions import FormatError, InvalidParameterError
 from streamsvm.io import _parse
 from streamsvm.io._parse import (FLOAT32_MAX_VALUE, INDEX_LIMIT, NO_MIN_INDEX, ParsedBlock,
                                  parse_block)
+from streamsvm.io._parse_tokens import _BAD, _OK, _POW10, _SLOW, _parse_number
 from tests.conftest import shared_dataset
 
 DATASETS = [
@@ -248,17 +249,17 @@ def test_tricky_tokens_equal_float(token):
 
 
 @pytest.mark.parametrize("token, status", [
-    ("0.1", _parse._OK), ("1e22", _parse._OK), ("9007199254740992", _parse._OK),
-    ("0.000001891", _parse._OK), ("123456789e-22", _parse._OK), ("0e999", _parse._OK),
-    ("9007199254740993", _parse._SLOW), ("1e23", _parse._SLOW), ("1e-300", _parse._SLOW),
-    ("123456789012345678901234", _parse._SLOW), ("0.30000000000000004", _parse._SLOW),
-    ("1e", _parse._BAD), (".", _parse._BAD), ("+", _parse._BAD), ("e5", _parse._BAD),
+    ("0.1", _OK), ("1e22", _OK), ("9007199254740992", _OK),
+    ("0.000001891", _OK), ("123456789e-22", _OK), ("0e999", _OK),
+    ("9007199254740993", _SLOW), ("1e23", _SLOW), ("1e-300", _SLOW),
+    ("123456789012345678901234", _SLOW), ("0.30000000000000004", _SLOW),
+    ("1e", _BAD), (".", _BAD), ("+", _BAD), ("e5", _BAD),
 ])
 def test_fast_and_slow_paths(token, status):
     buf = np.frombuffer(token.encode(), dtype=np.uint8)
-    value, end, got = _parse._parse_number(buf, 0, len(buf), _parse._POW10)
+    value, end, got = _parse_number(buf, 0, len(buf), _POW10)
     assert got == status
-    if status == _parse._OK:
+    if status == _OK:
         assert bits(value) == bits(float(token)) and end == len(buf)
 
 

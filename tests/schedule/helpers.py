@@ -8,7 +8,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from streamsvm.io import InMemoryStore
+from streamsvm.io import InMemoryStore, StoreMeta
 
 
 def random_problem(n=103, d=17, density=0.3, seed=0):
@@ -34,11 +34,13 @@ def a9a_problem(n_rows=2000):
     return sp.csr_matrix(X[:n_rows]), y[:n_rows]
 
 
-class CountingStore:
+class CountingStore(StoreMeta):
     """Delegates to a store and records every read (chunk id, rows, thread name)."""
 
     def __init__(self, store, *, fail_chunk=None, delay=0.0, seed=0):
         self._store = store
+        self.meta, self.url, self.storage_options = store.meta, store.url, store.storage_options
+        self.zero_copy, self.range_reads = store.zero_copy, store.range_reads
         self.fail_chunk = fail_chunk
         self.delay = delay
         self._rng = np.random.default_rng(seed)
@@ -48,6 +50,17 @@ class CountingStore:
 
     def __getattr__(self, name):
         return getattr(self._store, name)
+
+    fingerprint = property(lambda self: self._store.fingerprint)
+
+    def held_bytes_for(self, keep):
+        return self._store.held_bytes_for(keep)
+
+    def keep_partial(self, keep):
+        self._store.keep_partial(keep)
+
+    def largest_inner_bytes(self):
+        return self._store.largest_inner_bytes()
 
     def _record(self, chunk_id, start, stop):
         with self._lock:

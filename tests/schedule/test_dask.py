@@ -55,6 +55,22 @@ def _fit(store, **kw):
         return train(store, **kw)
 
 
+def test_a_cluster_backend_declares_itself_and_sends_no_blocks_here(cluster, a9a_store):
+    from streamsvm.schedule import PassScheduler
+    local = PassScheduler(a9a_store[0], memory="64MB")
+    assert (local.remote, local.workers, local.partitions) == (False, [], 1)
+    sched = PassScheduler(a9a_store[0], memory="64MB", scheduler=cluster)
+    try:
+        assert sched.remote and len(sched.workers) == 2 and sched.partitions == 2
+        with pytest.raises(InvalidParameterError, match="map/reduce passes only"):
+            sched.read_all()
+        with pytest.raises(InvalidParameterError, match="map/reduce passes only"):
+            next(sched.blocks("sequential"))
+    finally:
+        sched.close()
+        local.close()
+
+
 @pytest.mark.parametrize("params", [
     dict(solver="alm", loss="hinge"),
     dict(solver="alm", loss="squared_hinge", inner="cg"),

@@ -7,7 +7,8 @@ import pytest
 
 from .helpers import random_store
 from streamsvm.exceptions import InvalidParameterError
-from streamsvm.schedule import PassScheduler, parse_memory
+from streamsvm.io import StoreMeta
+from streamsvm.schedule import Accumulator, PassScheduler, parse_memory
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -46,21 +47,31 @@ def test_scheduler_validates_parameters(kwargs, name):
 
 
 def test_scheduler_rejects_non_store():
-    with pytest.raises(InvalidParameterError, match="'store' parameter.*lacks"):
+    with pytest.raises(InvalidParameterError, match="'store' parameter.*Got ndarray"):
         PassScheduler(np.zeros((3, 3)))
 
 
-def test_block_rows_splitting_needs_read_rows():
-    store, _, _ = random_store(chunk_rows=10)
+def test_a_store_declaring_only_its_rows_gets_the_interface_defaults():
+    store, X, y = random_store(chunk_rows=10)
 
-    class ChunksOnly:
-        n_rows, n_features, n_chunks = store.n_rows, store.n_features, store.n_chunks
-        chunk_sizes = staticmethod(store.chunk_sizes)
-        read_chunk = staticmethod(store.read_chunk)
+    class RowsOnly(StoreMeta):              # metadata and read_rows: the rest is declared
+        meta, url, storage_options = store.meta, "rows-only", {}
+        read_rows = staticmethod(store.read_rows)
 
-    PassScheduler(ChunksOnly(), block_rows=10)          # no split: fine
-    with pytest.raises(InvalidParameterError, match="read_rows"):
-        PassScheduler(ChunksOnly(), block_rows=4)
+    rows = RowsOnly()
+    assert (rows.zero_copy, rows.range_reads, rows.fingerprint) == (False, False, "")
+    assert (rows.held_bytes_for(4), rows.largest_inner_bytes(), rows.keep_partial(4)) == \
+        (0, 0, None)
+    sched = PassScheduler(rows, block_rows=4)           # splits chunks: cut from whole ones
+    w = np.linspace(-1.0, 1.0, X.shape[1])
+    got = sched.map_reduce(_margin_sum, args=(w,), acc={"s": Accumulator(())})["s"]
+    assert got == pytest.approx(float((X @ w).sum()))
+    assert sched.inflight_bytes > 0                     # its blocks own their arrays
+
+
+def _margin_sum(block, views, args, acc):
+    (w,) = args
+    acc["s"] += float(np.dot(block.data, w[block.indices]))      # the block's margins, summed
 
 
 @pytest.mark.parametrize("order", ["shuffled", 3.5, [[0, 1]], [0.0, 1.0], [0, 99], [-1]])

@@ -28,25 +28,6 @@ def test_read_all_equals_the_data_and_counts_bytes_not_rows():
     assert sched.cached_blocks == 0                 # nothing cached
 
 
-def test_read_all_without_read_rows_concatenates_chunks():
-    store, X, y = random_store(n=50, chunk_rows=7)
-
-    class ChunksOnly:                               # the minimal store interface
-        def __init__(self, s):
-            self._s = s
-            self.n_rows, self.n_features, self.n_chunks = s.n_rows, s.n_features, s.n_chunks
-
-        def chunk_sizes(self):
-            return self._s.chunk_sizes()
-
-        def read_chunk(self, i):
-            return self._s.read_chunk(i)
-
-    blk = PassScheduler(ChunksOnly(store), memory="1GB").read_all()
-    np.testing.assert_array_equal(_csr_of(blk).toarray(), X.toarray())
-    np.testing.assert_array_equal(blk.y, y)
-
-
 def test_read_all_from_a_zarr_store_is_one_read(tmp_path):
     X, y = random_problem(n=300, d=17)
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=64, dtype="float64")
