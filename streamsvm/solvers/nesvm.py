@@ -104,7 +104,6 @@ from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, Param, Solver, register)
 from ._nesvm_cert import Certificate
 from ._nesvm_homotopy import Homotopy
-from ._nesvm_lipschitz import POWER_PASSES as _POWER_PASSES  # noqa: F401 (tools/bench)
 from ._nesvm_lipschitz import POWER_VECTORS, LipschitzPhase
 from ._nesvm_metric import Metric
 from ._nesvm_screen import Screening

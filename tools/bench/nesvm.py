@@ -40,7 +40,7 @@ def fit(store, **kw) -> dict:
 
 def warm_cache(store, **kw) -> None:
     """nesvm's Lipschitz constant computed and cached in the store before anything is timed."""
-    from streamsvm.solvers.nesvm import _POWER_PASSES
+    from streamsvm.solvers._nesvm_lipschitz import POWER_PASSES as _POWER_PASSES
     timed_train(store, solver="nesvm", max_passes=_POWER_PASSES + 1, **kw)
 
 
