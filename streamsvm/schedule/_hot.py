@@ -21,7 +21,7 @@ import logging
 import numpy as np
 
 from ..kernels import csr_take_rows
-from ._resident import rows_from_store
+from ._slabs import rows_from_store
 
 __all__ = ["HotRows"]
 
