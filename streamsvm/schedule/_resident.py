@@ -217,12 +217,11 @@ class ResidentRows:
         else:
             self._enter_disk(collector)
 
-    def _enter_ram(self, collected) -> None:
-        if collected is None or len(collected[2]) == 0:
+    def _enter_ram(self, collected: RamRows | None) -> None:
+        if collected is None or collected.n_rows == 0:
             self.sched.reserve(0)
             return
-        y, X, ids = collected
-        self._install_ram(X, y, ids)
+        self._install_ram(collected)
 
     def load_all(self) -> None:
         """The whole store into the RAM slab at once (it fits): one bulk read, no streamed
@@ -230,18 +229,18 @@ class ResidentRows:
         self.collect_to = None
         blk = self.sched.read_all()
         data = np.empty(0, blk.data.dtype) if self.unit else blk.data
-        self._install_ram((blk.indptr, blk.indices, data), blk.y,
-                          np.arange(blk.n_rows, dtype=np.int64))
+        self._install_ram(RamRows.holding((blk.indptr, blk.indices, data), blk.y,
+                                          np.arange(blk.n_rows, dtype=np.int64), self.unit))
 
-    def _install_ram(self, X, y, ids) -> None:
-        local = {st.name: np.ascontiguousarray(st.values[ids]) for st in self.states}
-        self.ram = RamRows(X, y, ids, local)
+    def _install_ram(self, ram: RamRows) -> None:
+        ram.gather(self.states)
+        self.ram = ram
         self.ram_version += 1
         self.where = "ram"
-        self.ram_kept = len(ids)
-        self.sched.reserve(self.ram.nbytes + len(ids) * self._solver_row_bytes())
-        logger.info("active set compacted: %d rows (%.1f MB) now in RAM", len(ids),
-                    self.ram.nbytes / 1e6)
+        self.ram_kept = ram.n_rows
+        self.sched.reserve(ram.nbytes + ram.n_rows * self._solver_row_bytes())
+        logger.info("active set compacted: %d rows (%.1f MB) now in RAM", ram.n_rows,
+                    ram.nbytes / 1e6)
 
     def _solver_row_bytes(self) -> int:
         """Per-row bytes of the solver's own slab arrays (``extra_row_bytes`` less the row
@@ -277,8 +276,7 @@ class ResidentRows:
         store again."""
         if self.ram is None:
             return
-        for st in self.states:
-            st.values[self.ram.ids] = self.ram.local[st.name]
+        self.ram.write_back(self.states)
         self.ram = None
         self.where = "store"
         self.sched.reserve(0)
@@ -336,7 +334,7 @@ class ResidentRows:
         if meta["where"] == "ram":
             ids = np.asarray(arrays["ram.ids"], np.int64)
             y, X = rows_from_store(self.sched, ids, self.unit)
-            self._install_ram(X, y, ids)
+            self._install_ram(RamRows.holding(X, y, ids, self.unit))
             for name in self.ram.local:
                 self.ram.local[name][...] = arrays[f"ram.local.{name}"]
             self.ram_kept = int(meta["ram_kept"])

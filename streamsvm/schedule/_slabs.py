@@ -47,94 +47,186 @@ def row_ids(block, r: np.ndarray) -> np.ndarray:
     return block.row_start + r
 
 
-@dataclasses.dataclass
 class RamRows:
-    """Kept rows copied to RAM: CSR ``X = (indptr, indices, data)`` (``data`` empty for a
-    store whose values are all 1), labels ``y``, global ids ``ids``, and ``local``: copies of
-    the solver's states for these rows (written back by :meth:`ResidentRows.leave_ram`)."""
-    X: tuple
-    y: np.ndarray
-    ids: np.ndarray
-    local: dict
+    """Store rows held in RAM by slot: the one row-id interface of the resident rows' RAM
+    slab and of the hot rows (``_hot.py``), and what a solver's function gets from
+    :meth:`PassScheduler.sweep` over either.
+
+    ``X = (indptr, indices, data)`` their CSR (``data`` empty for a store whose values are
+    all 1), ``y`` their labels, ``ids`` their global row ids, ``local`` copies of the
+    solver's per-row states for them (written back when they leave), by slot. The arrays
+    are sized once for the most rows and non-zeros a room holds (address space: only the
+    pages written become resident, and nothing is copied to grow or install them): rows
+    enter after the last slot (:meth:`take`), leave by compaction in place (:meth:`keep`),
+    or come all at once (:meth:`holding`, :meth:`put`).
+    """
+
+    def __init__(self, store, unit: bool, max_rows: int, max_nnz: int, states=()):
+        self.unit = bool(unit)
+        self._alloc(max_rows, max_nnz, np.dtype(store.meta["index_dtype"]), store.dtype,
+                    {st.name: (st.shape[1:], st.dtype) for st in states})
+
+    def _alloc(self, rows: int, nnz: int, index_dtype, value_dtype, local: dict) -> None:
+        self._indptr = np.zeros(rows + 1, dtype=np.int64)
+        self._indices = np.empty(nnz, dtype=index_dtype)
+        self._data = np.empty(0 if self.unit else nnz, dtype=value_dtype)
+        self._ids = np.empty(rows, dtype=np.int64)
+        self._y = None                      # the labels' dtype comes with the first rows
+        self._local = {k: np.empty((rows,) + tail, dtype=dt) for k, (tail, dt) in local.items()}
+        self.n_rows = self.nnz = 0
+
+    @classmethod
+    def holding(cls, X, y, ids, unit: bool) -> "RamRows":
+        """Rows given whole (a bulk read of the store, rows read again by id), held as they
+        are: no copy."""
+        self = cls.__new__(cls)
+        self.unit = bool(unit)
+        self._indptr, self._indices, self._data = X
+        self._ids, self._y, self._local = ids, y, {}
+        self.n_rows, self.nnz = len(ids), int(X[0][-1]) if len(X[0]) else 0
+        return self
+
+    # -- views -------------------------------------------------------------------------
+    @property
+    def X(self) -> tuple:
+        n, q = self.n_rows, self.nnz
+        return (self._indptr[:n + 1], self._indices[:q], self._data[:0 if self.unit else q])
 
     @property
-    def n_rows(self) -> int:
-        return len(self.ids)
+    def y(self) -> np.ndarray:
+        return self._y[:self.n_rows] if self._y is not None else np.empty(0, np.float32)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._ids[:self.n_rows]
+
+    @property
+    def local(self) -> dict:
+        return {k: v[:self.n_rows] for k, v in self._local.items()}
+
+    @property
+    def capacity(self) -> tuple[int, int]:
+        """The most rows and non-zeros the arrays hold."""
+        return len(self._ids), len(self._indices)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the rows held (CSR, labels, ids, local states)."""
         return sum(a.nbytes for a in self.X) + self.y.nbytes + self.ids.nbytes + \
             sum(a.nbytes for a in self.local.values())
+
+    # -- rows in and out ---------------------------------------------------------------
+    def take(self, block, rows: np.ndarray, nnz: int, views=()) -> None:
+        """Copy the local rows ``rows`` (int64, ``nnz`` entries) of a visited block in
+        after the last slot, with ``views``: the block's rows of each local state. The
+        caller checked they fit."""
+        m, n, q = len(rows), self.n_rows, self.nnz
+        if m == 0:
+            return
+        if self._y is None:
+            self._y = np.empty(len(self._ids), dtype=block.y.dtype)
+        ptr = np.empty(m + 1, dtype=np.int64)
+        data = block.data[:0] if self.unit else block.data
+        csr_take_rows((block.indptr, block.indices, data), rows,
+                      (ptr, self._indices[q:q + nnz],
+                       self._data[q:q + nnz] if len(data) else self._data[:0]))
+        self._indptr[n + 1:n + m + 1] = ptr[1:] + q
+        self._y[n:n + m] = block.y[rows]
+        self._ids[n:n + m] = row_ids(block, rows)
+        for v, w in zip(self._local.values(), views):
+            v[n:n + m] = w[rows]
+        self.n_rows, self.nnz = n + m, q + nnz
+
+    def keep(self, slots: np.ndarray) -> None:
+        """Keep only the rows at ``slots`` (ascending), compacted in place: the kept rows
+        only move to lower slots, so their entries are copied forward within the same
+        arrays (a second copy of the rows, made at every eviction, took up to the whole
+        room beyond the budget)."""
+        m = len(slots)
+        ptr = np.empty(m + 1, dtype=np.int64)
+        csr_take_rows(self.X, slots, (ptr, self._indices, self._data))
+        self._indptr[:m + 1] = ptr
+        self._ids[:m] = self._ids[slots]
+        if self._y is not None:
+            self._y[:m] = self._y[slots]
+        for v in self._local.values():
+            v[:m] = v[slots]
+        self.n_rows, self.nnz = m, int(ptr[-1])
+
+    def put(self, ids: np.ndarray, y: np.ndarray, X: tuple) -> None:
+        """Hold exactly the rows ``ids`` (read again from the store, e.g. on resume) in
+        slots 0..m-1, the arrays grown if they hold fewer (local states left to the
+        caller)."""
+        m, nnz = len(ids), int(X[0][-1])
+        rows, entries = self.capacity
+        if m > rows or nnz > entries:
+            self._alloc(max(m, rows), max(nnz, entries), self._indices.dtype, self._data.dtype,
+                        {k: (v.shape[1:], v.dtype) for k, v in self._local.items()})
+        if self._y is None:
+            self._y = np.empty(len(self._ids), dtype=y.dtype)
+        self._indptr[:m + 1] = X[0]
+        self._indices[:nnz] = X[1]
+        if not self.unit:
+            self._data[:nnz] = X[2]
+        self._ids[:m], self._y[:m] = ids, y
+        self.n_rows, self.nnz = m, nnz
+
+    def gather(self, states) -> None:
+        """Local copies of ``states`` for the rows held, gathered by id."""
+        self._local = {st.name: np.ascontiguousarray(st.values[self.ids]) for st in states}
+
+    def write_back(self, states, slots=None) -> None:
+        """The local copies written back to ``states`` (of the rows at ``slots``: a bool
+        mask or indices; default every row)."""
+        ids = self.ids if slots is None else self.ids[slots]
+        for st in states:
+            v = self._local[st.name][:self.n_rows]
+            st.values[ids] = v if slots is None else v[slots]
 
 
 class RamCollector:
     """Kept rows copied out of the visited blocks for a new RAM slab, charged to the budget
     as they come; gives up, releasing the charge, once they exceed ``room`` bytes.
 
-    The rows go straight into arrays sized for the most that ``room`` can hold (reserved
-    address space: only the pages written become resident), so installing the slab copies
-    nothing: collecting per-block pieces and concatenating them held the slab twice, and
-    the freed pieces stayed in malloc's arenas (510 MB peak at a 200 MB budget).
+    The rows go straight into a :class:`RamRows` sized for the most that ``room`` can hold
+    (reserved address space: only the pages written become resident), so installing the
+    slab copies nothing: collecting per-block pieces and concatenating them held the slab
+    twice, and the freed pieces stayed in malloc's arenas (510 MB peak at a 200 MB budget).
     """
 
     kind = "ram"
 
     def __init__(self, sched, room: int, row_bytes: int, extra_row_bytes: int, unit: bool):
-        self.sched, self.room, self.unit = sched, room, unit
+        self.sched, self.room = sched, room
         self.row_bytes, self.extra_row_bytes = row_bytes, extra_row_bytes
         store = sched.store
         max_rows = int(min(store.n_rows, max(0, room) // max(1, extra_row_bytes)))
         max_nnz = int(min(store.nnz, max(0, room) // max(1, row_bytes)))
-        self.indptr = np.zeros(max_rows + 1, dtype=np.int64)
-        self.indices = np.empty(max_nnz, dtype=store.meta["index_dtype"])
-        self.data = np.empty(0 if unit else max_nnz, dtype=store.dtype)
-        self.ids = np.empty(max_rows, dtype=np.int64)
-        self.y = None                      # the labels' dtype comes with the first block
-        self.n_rows = self.nnz = 0
+        self.rows = RamRows(store, unit, max_rows, max_nnz)
         self.used = 0
-        self.error = None
 
     @property
-    def collected(self):
-        """What was collected: ``(y, (indptr, indices, data), ids)``, or None (abandoned)."""
-        if self.indptr is None:
-            return None
-        n, q = self.n_rows, self.nnz
-        y = self.y[:n] if self.y is not None else np.empty(0, np.float32)
-        X = (self.indptr[:n + 1], self.indices[:q], self.data[:q if len(self.data) else 0])
-        return y, X, self.ids[:n]
+    def collected(self) -> RamRows | None:
+        """The rows collected, or None (abandoned)."""
+        return self.rows
 
     def add(self, block, keep: np.ndarray, nnz: int | None = None) -> None:
         """Copy the rows ``keep`` marks (``nnz``: their entries, when the caller counted
         them with ``kept_rows``)."""
-        if self.indptr is None:
+        if self.rows is None:
             return
         r = np.flatnonzero(keep)
-        m = len(r)
         nnz = int(np.diff(block.indptr)[keep].sum()) if nnz is None else int(nnz)
-        nbytes = nnz * self.row_bytes + m * self.extra_row_bytes
+        nbytes = nnz * self.row_bytes + len(r) * self.extra_row_bytes
         if self.used + nbytes > self.room:
             self.abandon()
             return
         self.used += nbytes
         self.sched.reserve(self.used)
-        if m == 0:
-            return
-        if self.y is None:
-            self.y = np.empty(len(self.ids), dtype=block.y.dtype)
-        n, q = self.n_rows, self.nnz
-        ptr = np.empty(m + 1, dtype=np.int64)
-        data = block.data[:0] if self.unit else block.data
-        csr_take_rows((block.indptr, block.indices, data), r,
-                      (ptr, self.indices[q:q + nnz], self.data[q:q + nnz] if len(data) else
-                       self.data[:0]))
-        self.indptr[n + 1:n + m + 1] = ptr[1:] + q
-        self.y[n:n + m] = block.y[r]
-        self.ids[n:n + m] = row_ids(block, r)
-        self.n_rows, self.nnz = n + m, q + nnz
+        self.rows.take(block, r, nnz)
 
     def abandon(self) -> None:
-        self.indptr = self.indices = self.data = self.ids = self.y = None
+        self.rows = None
         self.sched.reserve(0)
 
 
