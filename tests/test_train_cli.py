@@ -134,15 +134,15 @@ def test_small_budget_uses_the_scratch_dir_and_cleans_it(a9a_store, tmp_path, ca
                                                          monkeypatch):
     """--memory too small for the RAM slab: the active rows go to a disk slab under
     --scratch-dir (removed at the end); --no-disk-slab streams the store every sweep."""
-    from streamsvm.schedule import _resident
+    from streamsvm.schedule import _slabs
     store, scratch = a9a_store / "a9a.zarr", tmp_path / "scratch"
     seen = []
-    real = _resident._DiskWriter.__init__
+    real = _slabs.DiskWriter.__init__
 
     def spy(self, sched, *a, **kw):
         real(self, sched, *a, **kw)
         seen.extend(self.paths.values())
-    monkeypatch.setattr(_resident._DiskWriter, "__init__", spy)
+    monkeypatch.setattr(_slabs.DiskWriter, "__init__", spy)
     args = ["train", str(store), "--loss", "hinge", "--memory", "2MB", "--json", "-q",
             "--scratch-dir", str(scratch)]
     assert main(args + ["-o", str(tmp_path / "a.json")]) == 0

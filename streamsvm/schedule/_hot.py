@@ -5,7 +5,10 @@ into RAM as their blocks stream by, and their visits are spread over the whole p
 of being packed into their block's window. Unlike the RAM slab of
 :class:`~streamsvm.schedule.ResidentRows`, which replaces the sweeps of the store, hot rows
 live *beside* the sweeps: rows enter one at a time (:meth:`HotRows.admit`) and leave one at
-a time (:meth:`HotRows.evict`), addressed by slot.
+a time (:meth:`HotRows.evict`), addressed by slot. Both hold their rows the same way, a
+:class:`~streamsvm.schedule._slabs.RamRows` (CSR, labels, global ids and local state copies
+by slot): what differs is only which rows enter and when — the solver's key state for the
+resident rows, the solver's scores for the hot rows.
 
 While a row is hot its per-row states live in :attr:`HotRows.local` (the scheduler's states
 hold a stale copy, written back by :meth:`HotRows.sync` and on eviction), and the flag
@@ -20,8 +23,7 @@ import logging
 
 import numpy as np
 
-from ..kernels import csr_take_rows
-from ._resident import rows_from_store
+from ._slabs import RamRows, rows_from_store
 
 __all__ = ["HotRows"]
 
@@ -66,38 +68,17 @@ class HotRows:
         self.room = max(0, int(room))
         self.max_rows = int(max(0, min(max_rows, self.room // max(1, self.extra_row_bytes))))
         self.max_nnz = int(min(store.nnz, self.room // max(1, self.row_bytes)))
-        self._alloc(self.max_rows, self.max_nnz, None)     # labels: dtype of the first block
-        self.n_rows = self.nnz = 0
+        # sized for the most the room can hold: address space, only written pages resident
+        self.rows = RamRows(store, self.unit, self.max_rows, self.max_nnz, self.states)
         self.whole = False
 
-    def _alloc(self, rows: int, nnz: int, y_dtype) -> None:
-        store = self.sched.store
-        # sized for the most the room can hold: address space, only written pages resident
-        self._indptr = np.zeros(rows + 1, dtype=np.int64)
-        self._indices = np.empty(nnz, dtype=store.meta["index_dtype"])
-        self._data = np.empty(0 if self.unit else nnz, dtype=store.dtype)
-        self._ids = np.empty(rows, dtype=np.int64)
-        self._y = None if y_dtype is None else np.empty(rows, dtype=y_dtype)
-        self._local = {st.name: np.empty((rows,) + st.shape[1:], dtype=st.dtype)
-                       for st in self.states}
-
-    # -- views -------------------------------------------------------------------------
-    @property
-    def X(self) -> tuple:
-        n, q = self.n_rows, self.nnz
-        return (self._indptr[:n + 1], self._indices[:q], self._data[:0 if self.unit else q])
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._y[:self.n_rows] if self._y is not None else np.empty(0, np.float32)
-
-    @property
-    def ids(self) -> np.ndarray:
-        return self._ids[:self.n_rows]
-
-    @property
-    def local(self) -> dict:
-        return {k: v[:self.n_rows] for k, v in self._local.items()}
+    # -- views (the rows by slot: :class:`~streamsvm.schedule._slabs.RamRows`) -------------
+    X = property(lambda self: self.rows.X)
+    y = property(lambda self: self.rows.y)
+    ids = property(lambda self: self.rows.ids)
+    local = property(lambda self: self.rows.local)
+    n_rows = property(lambda self: self.rows.n_rows)
+    nnz = property(lambda self: self.rows.nnz)
 
     @property
     def nbytes(self) -> int:
@@ -127,11 +108,9 @@ class HotRows:
         """Every store row hot, read at once (the whole store fits): one bulk read."""
         blk = self.sched.read_all()
         data = np.empty(0, blk.data.dtype) if self.unit else blk.data
-        self._indptr, self._indices, self._data = blk.indptr.astype(np.int64), blk.indices, data
-        self._ids = np.arange(blk.n_rows, dtype=np.int64)
-        self._y = blk.y
-        self._local = {st.name: np.ascontiguousarray(st.values) for st in self.states}
-        self.n_rows, self.nnz = blk.n_rows, int(blk.indptr[-1])
+        self.rows = RamRows.holding((blk.indptr.astype(np.int64), blk.indices, data), blk.y,
+                                    np.arange(blk.n_rows, dtype=np.int64), self.unit)
+        self.rows.gather(self.states)
         self.max_rows, self.whole = blk.n_rows, True
         self.flag.fill(1)
         self.sched.reserve(self.nbytes)
@@ -152,29 +131,14 @@ class HotRows:
         if fit <= 0:
             return 0
         rows = np.asarray(rows[:fit], dtype=np.int64)
-        nnz = int(lens[:fit].sum())
-        if self._y is None:
-            self._y = np.empty(len(self._ids), dtype=block.y.dtype)
-        ptr = np.empty(fit + 1, dtype=np.int64)
-        data = block.data[:0] if self.unit else block.data
-        csr_take_rows((block.indptr, block.indices, data), rows,
-                      (ptr, self._indices[q:q + nnz],
-                       self._data[q:q + nnz] if len(data) else self._data[:0]))
-        self._indptr[n + 1:n + fit + 1] = ptr[1:] + q
-        self._y[n:n + fit] = block.y[rows]
-        self._ids[n:n + fit] = block.row_start + rows
-        for st, v in zip(self.states, views):
-            self._local[st.name][n:n + fit] = v[rows]
+        self.rows.take(block, rows, int(lens[:fit].sum()), views)
         self.flag.view(block)[rows] = 1
-        self.n_rows, self.nnz = n + fit, q + nnz
         self.sched.reserve(self.nbytes)
         return fit
 
     def sync(self) -> None:
         """Write the hot rows' local states back to the scheduler's states."""
-        ids = self.ids
-        for st in self.states:
-            st.values[ids] = self._local[st.name][:self.n_rows]
+        self.rows.write_back(self.states)
 
     def evict(self, slots: np.ndarray) -> None:
         """Rows at ``slots`` (bool mask or indices) leave: their states written back, the
@@ -186,24 +150,9 @@ class HotRows:
         if not mask.any():
             return
         gone = self.ids[mask]
-        for st in self.states:
-            st.values[gone] = self._local[st.name][:self.n_rows][mask]
+        self.rows.write_back(self.states, mask)
         self.flag.values[gone] = 0
-        keep = np.flatnonzero(~mask)
-        m = len(keep)
-        # compacted in place: the kept rows only move to lower slots (``keep`` ascends), so
-        # their entries are copied forward within the same arrays (a second copy of the hot
-        # rows, made at every eviction, took up to the whole room beyond the budget)
-        ptr = np.empty(m + 1, dtype=np.int64)
-        csr_take_rows(self.X, keep, (ptr, self._indices, self._data))
-        nnz = int(ptr[-1])
-        self._indptr[:m + 1] = ptr
-        self._ids[:m] = self._ids[keep]
-        if self._y is not None:
-            self._y[:m] = self._y[keep]
-        for v in self._local.values():
-            v[:m] = v[keep]
-        self.n_rows, self.nnz = m, nnz
+        self.rows.keep(np.flatnonzero(~mask))
         self.sched.reserve(self.nbytes)
 
     def clear(self) -> None:
@@ -214,8 +163,7 @@ class HotRows:
     def close(self) -> None:
         """States written back, the memory released."""
         if self.whole:
-            for st in self.states:
-                st.values[...] = self._local[st.name]
+            self.rows.write_back(self.states)
         else:
             self.clear()
         self.sched.reserve(0)
@@ -232,20 +180,10 @@ class HotRows:
             self.load_all()
         else:
             ids = np.asarray(arrays["ids"], dtype=np.int64)
-            self.n_rows = self.nnz = 0
+            self.rows.n_rows = self.rows.nnz = 0
             if len(ids):
-                y, (indptr, indices, data) = rows_from_store(self.sched, ids, self.unit)
-                m, nnz = len(ids), int(indptr[-1])
-                if m > self.max_rows or nnz > self.max_nnz:
-                    self._alloc(max(m, self.max_rows), max(nnz, self.max_nnz), y.dtype)
-                if self._y is None:
-                    self._y = np.empty(len(self._ids), dtype=y.dtype)
-                self._indptr[:m + 1] = indptr
-                self._indices[:nnz] = indices
-                if not self.unit:
-                    self._data[:nnz] = data
-                self._ids[:m], self._y[:m] = ids, y
-                self.n_rows, self.nnz = m, nnz
+                y, X = rows_from_store(self.sched, ids, self.unit)
+                self.rows.put(ids, y, X)
             self.sched.reserve(self.nbytes)
-        for name, v in self._local.items():
-            v[:self.n_rows] = arrays[f"local.{name}"]
+        for name, v in self.local.items():
+            v[...] = arrays[f"local.{name}"]

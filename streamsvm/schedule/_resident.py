@@ -19,307 +19,22 @@ counted as a fraction of a pass, and the rows carry their global ids, so per-row
 with the scheduler's states: gathered into local copies for the RAM slab, gathered and
 scattered block by block for the disk slab. A slab is described by its row ids (and the
 disk slab by its block bounds): :meth:`ResidentRows.load_state_dict` writes the same slab
-again from the store after a resume.
+again from the store after a resume. The slabs themselves are in ``_slabs.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 
 import numpy as np
 
 from .._scratch import free_bytes, no_room
-from ..io import Chunk
-from ..kernels import csr_take_rows, kept_rows, take_rows
+from ..kernels import kept_rows, take_rows
+from ._slabs import DiskRows, DiskWriter, RamCollector, RamRows, SlabBlock, rows_from_store
 
-__all__ = ["ResidentRows", "RamRows", "DiskRows", "SlabBlock", "rows_from_store"]
+__all__ = ["ResidentRows"]
 
 logger = logging.getLogger(__name__)
-
-_PARTS = ("rows", "lens", "y", "indices", "data")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class SlabBlock(Chunk):
-    """Rows ``[row_start, row_start + n_rows)`` of a disk slab (``row_start`` counts slab
-    rows), read back as CSR with the rows' global ids ``ids``."""
-    ids: np.ndarray = None
-    sweep: int = -1
-    position: int = -1
-
-    @property
-    def nbytes(self) -> int:
-        return super().nbytes + self.ids.nbytes
-
-
-def row_ids(block, r: np.ndarray) -> np.ndarray:
-    """Global ids of the local rows ``r`` of a store block or a :class:`SlabBlock`."""
-    if isinstance(block, SlabBlock):
-        return block.ids[r]
-    return block.row_start + r
-
-
-@dataclasses.dataclass
-class RamRows:
-    """Kept rows copied to RAM: CSR ``X = (indptr, indices, data)`` (``data`` empty for a
-    store whose values are all 1), labels ``y``, global ids ``ids``, and ``local``: copies of
-    the solver's states for these rows (written back by :meth:`ResidentRows.leave_ram`)."""
-    X: tuple
-    y: np.ndarray
-    ids: np.ndarray
-    local: dict
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.ids)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.X) + self.y.nbytes + self.ids.nbytes + \
-            sum(a.nbytes for a in self.local.values())
-
-
-class _RamCollector:
-    """Kept rows copied out of the visited blocks for a new RAM slab, charged to the budget
-    as they come; gives up, releasing the charge, once they exceed ``room`` bytes.
-
-    The rows go straight into arrays sized for the most that ``room`` can hold (reserved
-    address space: only the pages written become resident), so installing the slab copies
-    nothing: collecting per-block pieces and concatenating them held the slab twice, and
-    the freed pieces stayed in malloc's arenas (510 MB peak at a 200 MB budget).
-    """
-
-    kind = "ram"
-
-    def __init__(self, sched, room: int, row_bytes: int, extra_row_bytes: int, unit: bool):
-        self.sched, self.room, self.unit = sched, room, unit
-        self.row_bytes, self.extra_row_bytes = row_bytes, extra_row_bytes
-        store = sched.store
-        max_rows = int(min(store.n_rows, max(0, room) // max(1, extra_row_bytes)))
-        max_nnz = int(min(store.nnz, max(0, room) // max(1, row_bytes)))
-        self.indptr = np.zeros(max_rows + 1, dtype=np.int64)
-        self.indices = np.empty(max_nnz, dtype=store.meta["index_dtype"])
-        self.data = np.empty(0 if unit else max_nnz, dtype=store.dtype)
-        self.ids = np.empty(max_rows, dtype=np.int64)
-        self.y = None                      # the labels' dtype comes with the first block
-        self.n_rows = self.nnz = 0
-        self.used = 0
-        self.error = None
-
-    @property
-    def collected(self):
-        """What was collected: ``(y, (indptr, indices, data), ids)``, or None (abandoned)."""
-        if self.indptr is None:
-            return None
-        n, q = self.n_rows, self.nnz
-        y = self.y[:n] if self.y is not None else np.empty(0, np.float32)
-        X = (self.indptr[:n + 1], self.indices[:q], self.data[:q if len(self.data) else 0])
-        return y, X, self.ids[:n]
-
-    def add(self, block, keep: np.ndarray, nnz: int | None = None) -> None:
-        """Copy the rows ``keep`` marks (``nnz``: their entries, when the caller counted
-        them with ``kept_rows``)."""
-        if self.indptr is None:
-            return
-        r = np.flatnonzero(keep)
-        m = len(r)
-        nnz = int(np.diff(block.indptr)[keep].sum()) if nnz is None else int(nnz)
-        nbytes = nnz * self.row_bytes + m * self.extra_row_bytes
-        if self.used + nbytes > self.room:
-            self.abandon()
-            return
-        self.used += nbytes
-        self.sched.reserve(self.used)
-        if m == 0:
-            return
-        if self.y is None:
-            self.y = np.empty(len(self.ids), dtype=block.y.dtype)
-        n, q = self.n_rows, self.nnz
-        ptr = np.empty(m + 1, dtype=np.int64)
-        data = block.data[:0] if self.unit else block.data
-        csr_take_rows((block.indptr, block.indices, data), r,
-                      (ptr, self.indices[q:q + nnz], self.data[q:q + nnz] if len(data) else
-                       self.data[:0]))
-        self.indptr[n + 1:n + m + 1] = ptr[1:] + q
-        self.y[n:n + m] = block.y[r]
-        self.ids[n:n + m] = row_ids(block, r)
-        self.n_rows, self.nnz = n + m, q + nnz
-
-    def abandon(self) -> None:
-        self.indptr = self.indices = self.data = self.ids = self.y = None
-        self.sched.reserve(0)
-
-
-class _DiskWriter:
-    """Appends kept rows to the files of a new disk slab; gives up (deleting the files)
-    once they exceed ``limit`` bytes, or when a write fails (``error``: a full scratch
-    disk is not fatal, the run goes on streaming)."""
-
-    kind = "disk"
-
-    def __init__(self, sched, dtypes: dict, unit: bool, block_rows: int, limit: int):
-        self.dtypes = {"rows": np.dtype(np.int64), "lens": np.dtype(np.int32),
-                       "y": None if dtypes["y"] is None else np.dtype(dtypes["y"]),
-                       "indices": np.dtype(dtypes["indices"]), "data": np.dtype(dtypes["data"])}
-        self.unit, self.block_rows, self.limit = unit, int(block_rows), int(limit)
-        self.paths = {p: sched.scratch_file(f"resident-{p}") for p in self.parts}
-        self._files = {p: open(path, "wb") for p, path in self.paths.items()}
-        self.n_rows = self.nbytes = 0
-        self.bounds = [[0, 0, 0, 0]]          # per block: row start/stop, nnz start/stop
-        self.failed = False
-        self.error: OSError | None = None
-
-    @property
-    def parts(self):
-        return tuple(p for p in _PARTS if not (self.unit and p == "data"))
-
-    def add(self, block, keep: np.ndarray, nnz: int | None = None) -> None:
-        """Append the rows ``keep`` marks (``nnz`` unused: :meth:`append` counts them)."""
-        r = np.flatnonzero(keep)
-        if len(r) == 0 or self.failed:
-            return
-        y, (indptr, indices, data) = take_rows(
-            r, block.y, (block.indptr, block.indices, block.data[:0] if self.unit else block.data))
-        self.append(row_ids(block, r), y, indptr, indices, data)
-
-    def append(self, rows, y, indptr, indices, data) -> None:
-        if self.failed or len(rows) == 0:
-            return
-        if self.dtypes["y"] is None:
-            self.dtypes["y"] = np.asarray(y).dtype
-        nnz = int(indptr[-1] - indptr[0])
-        parts = {"rows": np.asarray(rows, np.int64), "lens": np.diff(indptr).astype(np.int32),
-                 "y": np.asarray(y, self.dtypes["y"]),
-                 "indices": np.asarray(indices[indptr[0]:indptr[-1]], self.dtypes["indices"]),
-                 "data": np.asarray(data[indptr[0]:indptr[-1]], self.dtypes["data"])}
-        nbytes = sum(parts[p].nbytes for p in self.parts)
-        if self.nbytes + nbytes > self.limit:
-            self.abandon()
-            return
-        try:
-            self._write_parts(parts)
-        except OSError as exc:          # e.g. the scratch disk is full: no slab this time
-            self.error = exc
-            self.abandon()
-            return
-        last = self.bounds[-1]
-        if last[1] - last[0] + len(rows) > self.block_rows and last[1] > last[0]:
-            self.bounds.append([last[1], last[1], last[3], last[3]])
-            last = self.bounds[-1]
-        last[1] += len(rows)
-        last[3] += nnz
-        self.n_rows += len(rows)
-        self.nbytes += nbytes
-
-    def _write_parts(self, parts: dict) -> None:
-        for p in self.parts:
-            self._files[p].write(np.ascontiguousarray(parts[p]).data)       # no bytes copy
-
-    def abandon(self) -> None:
-        self.failed = True
-        try:
-            self._close()
-        except OSError:                 # flushing to a full disk: removed below anyway
-            pass
-        for path in self.paths.values():
-            _remove(path)
-
-    def finish(self):
-        """The slab written, or None if the writer gave up or wrote no row."""
-        if self.failed:
-            return None
-        try:
-            self._close()               # flushes the last buffered writes
-        except OSError as exc:          # a full scratch disk: no slab this time
-            self.error = exc
-            self.abandon()
-            return None
-        if self.n_rows == 0:
-            self.abandon()
-            return None
-        return DiskRows(self.paths, self.dtypes, self.unit, np.array(self.bounds, np.int64))
-
-    def _close(self):
-        error = None
-        for f in self._files.values():
-            if not f.closed:
-                try:
-                    f.close()
-                except OSError as exc:  # every file closed, the first error raised
-                    error = error or exc
-        if error is not None:
-            raise error
-
-
-class DiskRows:
-    """A written disk slab: its blocks (read in any thread), its layout, its deletion.
-
-    Attributes
-    ----------
-    bounds : ndarray of shape (n_blocks, 4)
-        Per block: first and last+1 slab row, first and last+1 non-zero.
-    block_rows : ndarray of shape (n_blocks,)
-        Kept rows per block (blocks with none are not read).
-    block_bytes : ndarray of shape (n_blocks,)
-        CSR bytes of those rows.
-    bytes_read : int
-    """
-
-    def __init__(self, paths: dict, dtypes: dict, unit: bool, bounds: np.ndarray):
-        self.paths, self.dtypes, self.unit = paths, dtypes, unit
-        self.bounds = bounds
-        self.block_rows = (bounds[:, 1] - bounds[:, 0]).astype(np.int64)
-        self.block_bytes = np.zeros(len(bounds), dtype=np.int64)
-        self.bytes_read = 0
-
-    n_blocks = property(lambda self: len(self.bounds))
-    n_rows = property(lambda self: int(self.bounds[-1, 1]))
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of its files."""
-        return sum(os.path.getsize(p) for p in self.paths.values())
-
-    def _pread(self, part: str, start: int, stop: int) -> np.ndarray:
-        dt = self.dtypes[part]
-        out = np.empty(max(0, stop - start), dtype=dt)
-        buf = memoryview(out).cast("B")
-        fd = os.open(self.paths[part], os.O_RDONLY)
-        try:
-            done = 0
-            while done < len(buf):
-                got = os.preadv(fd, [buf[done:]], start * dt.itemsize + done)
-                if got <= 0:
-                    raise OSError(f"{self.paths[part]}: expected {len(buf)} bytes at offset "
-                                  f"{start * dt.itemsize}, got {done} (file truncated?)")
-                done += got
-        finally:
-            os.close(fd)
-        return out
-
-    def read_block(self, j: int) -> SlabBlock:
-        """Block ``j`` (any thread)."""
-        r0, r1, p0, p1 = (int(v) for v in self.bounds[j])
-        lens = self._pread("lens", r0, r1)
-        indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        np.cumsum(lens, out=indptr[1:])
-        data = np.empty(0, self.dtypes["data"]) if self.unit else self._pread("data", p0, p1)
-        blk = SlabBlock(j, r0, indptr, self._pread("indices", p0, p1), data,
-                        self._pread("y", r0, r1), ids=self._pread("rows", r0, r1))
-        self.bytes_read += blk.nbytes
-        return blk
-
-    def layout(self) -> dict:
-        """What :func:`_rebuild_disk` needs: row ids and lengths in slab order, block bounds."""
-        return {"rows": self._pread("rows", 0, self.n_rows),
-                "lens": self._pread("lens", 0, self.n_rows), "bounds": self.bounds.copy(),
-                "block_rows": self.block_rows.copy(), "block_bytes": self.block_bytes.copy()}
-
-    def delete(self) -> None:
-        for path in self.paths.values():
-            _remove(path)
 
 
 class ResidentRows:
@@ -452,7 +167,7 @@ class ResidentRows:
     def collector(self):
         """What the coming sweep copies the kept rows into, or None."""
         if self.collect_to == "ram":
-            return _RamCollector(self.sched, self._ram_room(), self.row_bytes,
+            return RamCollector(self.sched, self._ram_room(), self.row_bytes,
                                  self.extra_row_bytes, self.unit)
         if self.collect_to == "disk":
             store = self.sched.store
@@ -463,7 +178,7 @@ class ResidentRows:
                                           self.disk_need, free))
                 return None
             try:
-                return _DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
+                return DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
                                                 "data": store.dtype, "y": None},
                                    self.unit, self.sched.block_rows or store.chunk_rows,
                                    self._disk_limit())
@@ -502,12 +217,11 @@ class ResidentRows:
         else:
             self._enter_disk(collector)
 
-    def _enter_ram(self, collected) -> None:
-        if collected is None or len(collected[2]) == 0:
+    def _enter_ram(self, collected: RamRows | None) -> None:
+        if collected is None or collected.n_rows == 0:
             self.sched.reserve(0)
             return
-        y, X, ids = collected
-        self._install_ram(X, y, ids)
+        self._install_ram(collected)
 
     def load_all(self) -> None:
         """The whole store into the RAM slab at once (it fits): one bulk read, no streamed
@@ -515,18 +229,18 @@ class ResidentRows:
         self.collect_to = None
         blk = self.sched.read_all()
         data = np.empty(0, blk.data.dtype) if self.unit else blk.data
-        self._install_ram((blk.indptr, blk.indices, data), blk.y,
-                          np.arange(blk.n_rows, dtype=np.int64))
+        self._install_ram(RamRows.holding((blk.indptr, blk.indices, data), blk.y,
+                                          np.arange(blk.n_rows, dtype=np.int64), self.unit))
 
-    def _install_ram(self, X, y, ids) -> None:
-        local = {st.name: np.ascontiguousarray(st.values[ids]) for st in self.states}
-        self.ram = RamRows(X, y, ids, local)
+    def _install_ram(self, ram: RamRows) -> None:
+        ram.gather(self.states)
+        self.ram = ram
         self.ram_version += 1
         self.where = "ram"
-        self.ram_kept = len(ids)
-        self.sched.reserve(self.ram.nbytes + len(ids) * self._solver_row_bytes())
-        logger.info("active set compacted: %d rows (%.1f MB) now in RAM", len(ids),
-                    self.ram.nbytes / 1e6)
+        self.ram_kept = ram.n_rows
+        self.sched.reserve(ram.nbytes + ram.n_rows * self._solver_row_bytes())
+        logger.info("active set compacted: %d rows (%.1f MB) now in RAM", ram.n_rows,
+                    ram.nbytes / 1e6)
 
     def _solver_row_bytes(self) -> int:
         """Per-row bytes of the solver's own slab arrays (``extra_row_bytes`` less the row
@@ -535,7 +249,7 @@ class ResidentRows:
             sum(st.dtype.itemsize * (st.width or 1) for st in self.states)
         return max(0, self.extra_row_bytes - own)
 
-    def _enter_disk(self, writer: _DiskWriter) -> None:
+    def _enter_disk(self, writer: DiskWriter) -> None:
         slab = writer.finish()
         if writer.error is not None:
             self._disk_failed(writer.error)
@@ -562,8 +276,7 @@ class ResidentRows:
         store again."""
         if self.ram is None:
             return
-        for st in self.states:
-            st.values[self.ram.ids] = self.ram.local[st.name]
+        self.ram.write_back(self.states)
         self.ram = None
         self.where = "store"
         self.sched.reserve(0)
@@ -621,7 +334,7 @@ class ResidentRows:
         if meta["where"] == "ram":
             ids = np.asarray(arrays["ram.ids"], np.int64)
             y, X = rows_from_store(self.sched, ids, self.unit)
-            self._install_ram(X, y, ids)
+            self._install_ram(RamRows.holding(X, y, ids, self.unit))
             for name in self.ram.local:
                 self.ram.local[name][...] = arrays[f"ram.local.{name}"]
             self.ram_kept = int(meta["ram_kept"])
@@ -636,7 +349,7 @@ class ResidentRows:
         rows = np.asarray(layout["rows"], np.int64)
         lens = np.asarray(layout["lens"], np.int64)
         store = self.sched.store
-        writer = _DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
+        writer = DiskWriter(self.sched, {"indices": store.meta["index_dtype"],
                                           "data": store.dtype, "y": y_dtype}, self.unit, 1,
                              1 << 62)
         writer._close()
@@ -684,37 +397,3 @@ class ResidentRows:
         slab.block_bytes = np.array(layout["block_bytes"], dtype=np.int64)
         self.disk = slab
         self.where = "disk"
-
-
-def rows_from_store(sched, ids: np.ndarray, unit: bool):
-    """Rows ``ids`` (in that order) read again from the store, outside any sweep (no pass
-    counted): ``(y, (indptr, indices, data))``, ``data`` empty for a store of unit values."""
-    order = np.argsort(ids, kind="stable")
-    srt = ids[order]
-    ys, Xs, pos = [], [], []
-    for blk in sched.read_blocks(range(sched.n_blocks)):
-        sched.poll_interrupt()
-        lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
-        if lo == hi:
-            continue
-        data = blk.data[:0] if unit else blk.data
-        y, X = take_rows(srt[lo:hi] - blk.row_start, blk.y, (blk.indptr, blk.indices, data))
-        ys.append(y), Xs.append(X), pos.append(order[lo:hi])
-    back = np.argsort(np.concatenate(pos), kind="stable")   # sorted order → ids order
-    lens = np.concatenate([np.diff(X[0]) for X in Xs])
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[back], lens[back])]) \
-        if len(lens) else np.zeros(0, np.int64)
-    indptr = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lens[back], out=indptr[1:])
-    indices = np.concatenate([X[1] for X in Xs])[take]
-    data = np.empty(0, sched.store.dtype) if unit else \
-        np.concatenate([X[2] for X in Xs])[take]
-    return np.concatenate(ys)[back], (indptr, indices, data)
-
-
-def _remove(path):
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from streamsvm.io import InMemoryStore
 from streamsvm.schedule import PassScheduler
 from streamsvm.schedule._orders import chunk_groups
-from streamsvm.schedule._resident import _DiskWriter
+from streamsvm.schedule._slabs import DiskWriter
 
 
 def _store(unit=False, n=500, d=30, seed=3):
@@ -151,7 +151,7 @@ def test_writer_gives_up_past_its_limit(tmp_path):
     X = sp.random(200, 20, density=0.3, format="csr", random_state=0)
     y = np.where(np.arange(200) % 2, 1.0, -1.0)
     sched = PassScheduler(InMemoryStore(X, y, chunk_rows=50), memory="1MB", scratch_dir=tmp_path)
-    w = _DiskWriter(sched, {"indices": np.int32, "data": np.float64, "y": None}, False,
+    w = DiskWriter(sched, {"indices": np.int32, "data": np.float64, "y": None}, False,
                     block_rows=50, limit=2000)
     for blk in sched.read_blocks(range(sched.n_blocks)):
         w.add(blk, np.ones(blk.n_rows, dtype=bool))

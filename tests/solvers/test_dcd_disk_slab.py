@@ -90,17 +90,17 @@ def test_resume_inside_the_disk_slab_is_bit_identical(a9a_part):
 def test_full_scratch_disk_is_a_warning_not_a_failure(a9a_part, monkeypatch, caplog):
     """A write error (disk full) drops the disk slab for the rest of the run; training goes
     on with streamed passes and reaches the same optimum."""
-    from streamsvm.schedule import _resident
+    from streamsvm.schedule import _slabs
     X, y = a9a_part
     calls = {"n": 0}
-    real = _resident._DiskWriter._write_parts
+    real = _slabs.DiskWriter._write_parts
 
     def full(self, parts):
         calls["n"] += 1
         if calls["n"] > 3:
             raise OSError(28, "No space left on device")
         return real(self, parts)
-    monkeypatch.setattr(_resident._DiskWriter, "_write_parts", full)
+    monkeypatch.setattr(_slabs.DiskWriter, "_write_parts", full)
     with caplog.at_level("WARNING"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res, files = _solve(X, y, max_passes=60)
@@ -112,11 +112,11 @@ def test_full_scratch_disk_is_a_warning_not_a_failure(a9a_part, monkeypatch, cap
 def test_a_slab_that_cannot_fit_the_scratch_disk_is_not_begun(a9a_part, monkeypatch, caplog):
     """The free space is checked before collecting: no file is written, the warning names
     the scratch directory and the bytes needed and free."""
-    from streamsvm.schedule import _resident
+    from streamsvm.schedule import _resident, _slabs
     X, y = a9a_part
     monkeypatch.setattr(_resident, "free_bytes", lambda path: 1000)
     opened = []
-    monkeypatch.setattr(_resident._DiskWriter, "__init__",
+    monkeypatch.setattr(_slabs.DiskWriter, "__init__",
                         lambda self, *a, **k: opened.append(1))
     with caplog.at_level("WARNING"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -130,15 +130,15 @@ def test_a_slab_that_cannot_fit_the_scratch_disk_is_not_begun(a9a_part, monkeypa
 def test_a_full_disk_when_the_slab_is_closed_is_a_warning(a9a_part, monkeypatch, caplog):
     """The last buffered writes reach the disk when the files are closed: a full disk
     there drops the slab as a failed write does."""
-    from streamsvm.schedule import _resident
+    from streamsvm.schedule import _slabs
     X, y = a9a_part
-    real = _resident._DiskWriter._close
+    real = _slabs.DiskWriter._close
 
     def full(self):
         real(self)
         if not self.failed:
             raise OSError(28, "No space left on device")
-    monkeypatch.setattr(_resident._DiskWriter, "_close", full)
+    monkeypatch.setattr(_slabs.DiskWriter, "_close", full)
     with caplog.at_level("WARNING"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res, files = _solve(X, y, max_passes=60)
