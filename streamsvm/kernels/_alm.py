@@ -21,6 +21,9 @@ one-vs-rest: ``+1`` for its class) and its cost ``C_ic``.
   half-gradient's data term (``Σ r x̄``, ``r = o − z``, Eq. 16);
 * optionally ``Σ C p ξ^{p−1} y x̄`` (the paper's gradient test), ``Σ x̄²`` per column (the
   Jacobi preconditioner) and ``Σ x̄ x̄ᵀ`` (the Gram matrix, spec §3.4).
+
+A row's work for one model is :func:`_model_row`; rows are read and scattered only through
+``_csr.py``'s primitives, the bias feature added by the helpers here.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import math
 
 import numpy as np
 
-from ._csr import row_axpys, row_dots
+from ._csr import row_axpy, row_axpys, row_dots, row_outer_add, row_sq_axpy
 from ._jit import kernel, kernel_inline
 
 __all__ = ["alm_rows", "alm_cg", "prox_u", "N_SUMS"]
@@ -89,6 +92,94 @@ def _power(x, p):
     return x ** p if x > 0.0 else 0.0
 
 
+@kernel_inline
+def _conj(a, C, p, q):
+    """``ψ*(α) = (p−1) C (α/(pC))^q`` (``q = p/(p−1)``, p > 1) for ``α ≥ 0``."""
+    return (p - 1.0) * C * (a / (p * C)) ** q if a > 0.0 else 0.0
+
+
+@kernel_inline
+def _dual_points(yc, lm, xi, C, p, q, band):
+    """``(α, ψ*(α), α₂, ψ*(α₂))`` of a row for one model: the multipliers' point ``α = −y λ``
+    clipped, and the second point (the primal's ``α₂ = p C ξ^(p−1)``, p > 1; the band rule,
+    p = 1); ``xi = 1 − y o`` signed (module doc)."""
+    a = -yc * lm
+    if a < 0.0:
+        a = 0.0
+    if p == 1.0:
+        if a > C:
+            a = C
+        return a, 0.0, (C if xi > band else 0.0 if xi < -band else a), 0.0
+    conj = a * a / (4.0 * C) if p == 2.0 else _conj(a, C, p, q)
+    a2 = C * p * _power(xi, p - 1.0) if xi > 0.0 else 0.0
+    return a, conj, a2, _conj(a2, C, p, q)
+
+
+@kernel_inline
+def _multiplier(lam, e, i, c, R0, mu_old, first, out_s):
+    """λ's deferred update (Eq. 9) from ``R0 = o − y``: ``R = R0 + e``, ``λ += μ_old R``,
+    ``‖R‖²`` summed; the first pass keeps ``λ`` (no ``e`` yet). Returns ``λ``."""
+    lm = lam[i, c]
+    if not first:
+        R = R0 + e[i, c]
+        lm += mu_old * R
+        lam[i, c] = lm
+        out_s[c, 1] += R * R
+    return lm
+
+
+@kernel_inline
+def _scatter(X, unit, i, a, B, out, col):
+    """``out[:, col] += a · x̄_i`` (the bias feature ``B`` last)."""
+    row_axpy(X, unit, i, a, out, col)
+    out[out.shape[0] - 1, col] += a * B
+
+
+@kernel_inline
+def _model_row(X, unit, i, c, yi, oc, model, lam, e, mus, flags, out_V, out_s, out_gobj):
+    """Row ``i`` for model ``c`` at ``o = x̄_i·w_c`` (module doc): λ's update, the loss,
+    the dual sums, the e-update; returns the subproblem's coefficient (``z`` or ``o − z``)."""
+    pos, Cp, Cn, B, p, band = model
+    mu_old, mu_new = mus
+    first, gram, want_gobj = flags[0], flags[1], flags[2]
+    k = pos.shape[0]
+    yc = 1.0 if yi == pos[c] else -1.0
+    C = Cp[c] if yc > 0 else Cn[c]
+    lm = _multiplier(lam, e, i, c, oc - yc, mu_old, first, out_s)
+    xi = 1.0 - yc * oc
+    if xi > 0.0:
+        out_s[c, 0] += C * _power(xi, p)
+        out_s[c, 6] += 1.0
+    a, conj, a2, conj2 = _dual_points(yc, lm, xi, C, p, p / (p - 1.0) if p > 1.0 else 0.0,
+                                      band)
+    side = 0 if yc > 0 else 1
+    out_s[c, 2 + side] += a
+    out_s[c, 4 + side] += conj
+    out_s[c, 7 + side] += a2
+    out_s[c, 9 + side] += conj2
+    ec = yc * prox_u(yc * (yc - oc - lm / mu_new), C / mu_new, p)    # the e-update
+    e[i, c] = ec
+    z = yc - ec - lm / mu_new
+    if a != 0.0:
+        _scatter(X, unit, i, a, B, out_V, c + side * k)
+    if a2 != 0.0:
+        _scatter(X, unit, i, a2, B, out_V, c + (2 + side) * k)
+    if want_gobj and xi > 0.0:
+        _scatter(X, unit, i, C * p * yc * (1.0 if p == 1.0 else xi ** (p - 1.0)), B,
+                 out_gobj, c)
+    return z if gram else oc - z
+
+
+@kernel_inline
+def _gram_row(X, unit, i, B, out_H):
+    """``out_H += x̄_i x̄_iᵀ`` (the bias feature ``B`` last)."""
+    d = out_H.shape[0] - 1
+    row_outer_add(X, unit, i, out_H)
+    row_axpy(X, unit, i, B, out_H, d)
+    row_axpy(X, unit, i, B, out_H[d], 0)
+    out_H[d, d] += B * B
+
+
 @kernel
 def alm_rows(X, unit, y, model, W, lam, e, mus, flags, out_tmp, out_G, out_V, out_s, out_gobj,
              out_colsq, out_H):
@@ -123,94 +214,23 @@ def alm_rows(X, unit, y, model, W, lam, e, mus, flags, out_tmp, out_G, out_V, ou
     out_colsq : ndarray of shape (n_features + 1,) (or any, unused)
     out_H : ndarray of shape (n_features + 1, n_features + 1) (or any, unused)
     """
-    pos, Cp, Cn, B, p, band = model
-    mu_old, mu_new = mus
-    first, gram, want_gobj, want_colsq, want_H = flags
-    k = W.shape[1]
+    B = model[3]
     d = W.shape[0] - 1
-    n = X[0].shape[0] - 1
-    indptr, indices, data = X
     o = out_tmp[0]
     coef = out_tmp[1]
-    q = p / (p - 1.0) if p > 1.0 else 0.0
-    for i in range(n):
+    for i in range(X[0].shape[0] - 1):
         row_dots(X, unit, i, W, o)
-        for c in range(k):
-            yc = 1.0 if y[i] == pos[c] else -1.0
-            C = Cp[c] if yc > 0 else Cn[c]
-            oc = o[c] + B * W[d, c]
-            lm = lam[i, c]
-            if not first:
-                R = oc - yc + e[i, c]
-                lm += mu_old * R
-                lam[i, c] = lm
-                out_s[c, 1] += R * R
-            xi = 1.0 - yc * oc
-            if xi > 0.0:
-                out_s[c, 0] += C * _power(xi, p)
-                out_s[c, 6] += 1.0
-            # the multipliers' dual point, per side
-            a = -yc * lm
-            if a < 0.0:
-                a = 0.0
-            if p == 1.0:
-                if a > C:
-                    a = C
-                conj = 0.0
-            elif p == 2.0:
-                conj = a * a / (4.0 * C)
-            else:
-                conj = (p - 1.0) * C * (a / (p * C)) ** q if a > 0.0 else 0.0
-            side = 0 if yc > 0 else 1
-            out_s[c, 2 + side] += a
-            out_s[c, 4 + side] += conj
-            # the second point: the primal's α (p > 1), the band rule (p = 1)
-            if p == 1.0:
-                a2 = C if xi > band else 0.0 if xi < -band else a
-                conj2 = 0.0
-            else:
-                a2 = C * p * _power(xi, p - 1.0) if xi > 0.0 else 0.0
-                conj2 = (p - 1.0) * C * (a2 / (p * C)) ** q if a2 > 0.0 else 0.0
-            out_s[c, 7 + side] += a2
-            out_s[c, 9 + side] += conj2
-            # the e-update and the subproblem's data
-            t = yc - oc - lm / mu_new
-            ec = yc * prox_u(yc * t, C / mu_new, p)
-            e[i, c] = ec
-            z = yc - ec - lm / mu_new
-            coef[c] = z if gram else oc - z
-            if a != 0.0:
-                col = c + side * k
-                for j in range(indptr[i], indptr[i + 1]):
-                    out_V[indices[j], col] += a * (1.0 if unit else np.float64(data[j]))
-                out_V[d, col] += a * B
-            if a2 != 0.0:
-                col = c + (2 + side) * k
-                for j in range(indptr[i], indptr[i + 1]):
-                    out_V[indices[j], col] += a2 * (1.0 if unit else np.float64(data[j]))
-                out_V[d, col] += a2 * B
-            if want_gobj and xi > 0.0:
-                g = C * p * yc * (1.0 if p == 1.0 else xi ** (p - 1.0))
-                for j in range(indptr[i], indptr[i + 1]):
-                    out_gobj[indices[j], c] += g * (1.0 if unit else np.float64(data[j]))
-                out_gobj[d, c] += g * B
+        for c in range(W.shape[1]):
+            coef[c] = _model_row(X, unit, i, c, y[i], o[c] + B * W[d, c], model, lam, e, mus,
+                                 flags, out_V, out_s, out_gobj)
         row_axpys(X, unit, i, coef, out_G)
-        for c in range(k):
+        for c in range(W.shape[1]):
             out_G[d, c] += B * coef[c]
-        if want_colsq:
-            for j in range(indptr[i], indptr[i + 1]):
-                v = 1.0 if unit else np.float64(data[j])
-                out_colsq[indices[j]] += v * v
+        if flags[3]:
+            row_sq_axpy(X, unit, i, 1.0, out_colsq, 0)
             out_colsq[d] += B * B
-        if want_H:
-            for j in range(indptr[i], indptr[i + 1]):
-                a_j = 1.0 if unit else np.float64(data[j])
-                r_j = indices[j]
-                for l in range(indptr[i], indptr[i + 1]):
-                    out_H[r_j, indices[l]] += a_j * (1.0 if unit else np.float64(data[l]))
-                out_H[r_j, d] += a_j * B
-                out_H[d, r_j] += a_j * B
-            out_H[d, d] += B * B
+        if flags[4]:
+            _gram_row(X, unit, i, B, out_H)
 
 
 @kernel

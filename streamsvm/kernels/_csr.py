@@ -44,6 +44,7 @@ __all__ = [
     "w_at", "w_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2",
     "row_axpys",
     "row_sq_norm", "row_inf_sq",
+    "row_sq_axpy", "row_outer_add",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
     "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
 ]
@@ -219,6 +220,29 @@ def row_inf_sq(X, unit, i):
         if abs(v) > m:
             m = abs(v)
     return m, q
+
+
+@kernel_inline
+def row_sq_axpy(X, unit, i, a, out_W, c):
+    """``out_W[j, c] += a · x_ij²`` for the row's entries (``out_W`` as :func:`row_axpy`):
+    e.g. ``diag(Xᵀ X)``, a Jacobi preconditioner, summed row by row."""
+    if unit:                                  # x_ij² = x_ij = 1
+        row_axpy(X, unit, i, a, out_W, c)
+        return
+    indptr, indices, data = X
+    for p in range(indptr[i], indptr[i + 1]):
+        v = np.float64(data[p])
+        w_add(out_W, indices[p], c, a * v * v)
+
+
+@kernel_inline
+def row_outer_add(X, unit, i, out):
+    """``out[j, l] += x_ij · x_il`` for every pair of the row's entries (row ``j`` of
+    ``out`` in turn, each by :func:`row_axpy`): ``Xᵀ X`` summed row by row. ``out`` of shape
+    (n_features, n_features) or larger (a bias row and column are the caller's)."""
+    indptr, indices, data = X
+    for p in range(indptr[i], indptr[i + 1]):
+        row_axpy(X, unit, i, 1.0 if unit else np.float64(data[p]), out[indices[p]], 0)
 
 
 # -- block kernels -----------------------------------------------------------------------

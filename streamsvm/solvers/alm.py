@@ -60,15 +60,16 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import numpy as np
-import scipy.linalg
 
 from ..exceptions import InvalidParameterError
-from ..kernels._alm import N_SUMS, alm_cg, alm_rows
+from ..kernels._alm import N_SUMS, alm_rows
 from ..problem import Problem
 from ..schedule import Accumulator, Need
+from ._alm_certificate import BAND, AlmCertificate
+from ._alm_ridge import AlmRidge
+from ._alm_rules import AlmRules
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, SVC_LOSS_PARAM, Param, Solver,
                     register)
 
@@ -76,16 +77,12 @@ __all__ = ["AlmSolver"]
 
 log = logging.getLogger(__name__)
 
-_BALANCE_RATIO = 10.0    # residual balancing: change μ when one residual is 10× the other
-_BALANCE_CHANGES = 50    # ... at most this many times (ADMM converges for eventually fixed μ)
-_PAPER_OBJ_CHANGE = 1e-4  # the paper's objective-change rule (relative)
-_CALM_ITERATIONS = 3     # stop_rule="residuals": the objective's change small this many times
-_BAND = 0.1              # p = 1: the second dual point's margin band (module doc)
-
 
 @register("alm")
-class AlmSolver(Solver):
-    """Augmented-Lagrangian (ADMM) primal SVM (module doc)."""
+class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
+    """Augmented-Lagrangian (ADMM) primal SVM (module doc): the plan of its passes here,
+    the certificate in :mod:`._alm_certificate`, the ridge subproblem in :mod:`._alm_ridge`,
+    the stopping rules and μ's schedule in :mod:`._alm_rules`."""
 
     summary = ("ADMM on the primal L1, L2 or Lp-loss SVM with a free intercept (paper 004): "
                "closed-form per-row updates and a ridge subproblem solved exactly from the Gram "
@@ -254,39 +251,11 @@ class AlmSolver(Solver):
     # -- one iteration -------------------------------------------------------------------
     def step(self, sched) -> dict:
         s, G, V, gobj = self._pass(sched)
-        stop, gnorm, change = self._absorb(s, V, gobj)
+        certified, gnorm, change = self._absorb(s, V, gobj)
         entry = self._entry(s, change)
         self.iters += 1
-        if self.paper:
-            rule = None
-            if (gnorm <= self.gtol).all():
-                rule = f"||grad_w obj|| = {gnorm.max():.3g} <= gtol={self.gtol:g}"
-            elif self.iters > 1 and (change <= _PAPER_OBJ_CHANGE).all():
-                rule = f"objective change {change.max():.3g} <= {_PAPER_OBJ_CHANGE:g}"
-            elif self.iters >= self.max_iter:
-                rule = f"max_iter={self.max_iter} iterations"
-            if rule is not None:
-                if self.gap.max() > self.tol:
-                    warnings.warn(f"alm (paper mode) stopped by the paper's rule ({rule}) with "
-                                  f"relative duality gap {self.gap.max():.3g} > tol="
-                                  f"{self.tol:g}", UserWarning, stacklevel=2)
-                entry["stop"] = True
-                return entry
-        elif stop:
+        if self._stopped(entry, certified, gnorm, change):
             return entry
-        elif self.stop_rule == "residuals":
-            calm = self.iters > 1 and (change <= _PAPER_OBJ_CHANGE).all()
-            self.calm = self.calm + 1 if calm else 0
-            if self.calm >= _CALM_ITERATIONS and entry["primal_residual"] <= self.rtol and \
-                    entry["dual_residual"] <= self.rtol:
-                if self.gap.max() > self.tol:
-                    warnings.warn(f"alm stopped by stop_rule='residuals' (residuals <= rtol="
-                                  f"{self.rtol:g}, objective change <= 1e-4 for "
-                                  f"{_CALM_ITERATIONS} iterations) with relative duality gap "
-                                  f"{self.gap.max():.3g} > tol={self.tol:g}", UserWarning,
-                                  stacklevel=2)
-                entry["stop"] = True
-                return entry
         # the (w, b) step, then μ for the next iteration
         mu = self.mus[1]
         Wn = self._solve_gram(G, mu) if self.gram else self._cg(sched, G, mu)
@@ -316,7 +285,7 @@ class AlmSolver(Solver):
             acc["colsq"] = Accumulator(D1)
         if want_H:
             acc["H"] = Accumulator((D1, D1))
-        model = (self.pos, self.Cp, self.Cn, float(self.bias), float(self.p), _BAND)
+        model = (self.pos, self.Cp, self.Cn, float(self.bias), float(self.p), BAND)
         mus = (float(self.mus[0]), float(self.mus[1]))
         flags = (first, self.gram, self.paper, want_colsq, want_H)
         res = sched.map_reduce(_rows_block, args=(self.W, model, mus, flags, self.unit),
@@ -326,134 +295,6 @@ class AlmSolver(Solver):
         if want_colsq:
             self.colsq[...] = res["colsq"]
         return res["s"], res["G"], res["V"], res.get("gobj")
-
-    def _absorb(self, s, V, gobj):
-        """The iterate's objective, the multipliers' dual bound, the best point; returns
-        (every model certified, ``‖∇_w obj‖`` per model (paper mode), the relative objective
-        change per model)."""
-        K = self.k
-        gnorm = np.full(K, np.inf)
-        change = np.full(K, np.inf)
-        for c in range(K):
-            w = self.W[:, c]
-            P = 0.5 * float(w[:-1] @ w[:-1]) + s[c, 0]
-            if not self.free:
-                P += 0.5 * float(w[-1] * w[-1])
-            if np.isfinite(self.last[c]):
-                change[c] = abs(P - self.last[c]) / max(abs(self.last[c]), 1e-300)
-            self.last[c] = P
-            if self.paper:
-                self.primal[c] = P                   # the last evaluated point (the paper's)
-                self.Wcert[:, c] = w
-                gnorm[c] = float(np.linalg.norm(w[:-1] - gobj[:-1, c]))
-            elif P < self.primal[c]:
-                self.primal[c] = P
-                self.Wcert[:, c] = w
-            self.dual[c] = max(self.dual[c], self._dual(s[c, 2:6], V[:, c], V[:, K + c]),
-                               self._dual(s[c, 7:11], V[:, 2 * K + c], V[:, 3 * K + c]))
-            self.gap[c] = (self.primal[c] - self.dual[c]) / max(abs(self.primal[c]), 1e-300)
-        self.n_sv = int(s[:, 6].max())
-        return bool((self.gap <= self.tol).all()), gnorm, change
-
-    def _dual(self, sc, Vp, Vn) -> float:
-        """The dual bound of the multipliers' point (module doc): the best scale ``t`` of
-        the clipped ``α`` (free bias: ``t/Σα`` per side, so that ``Σ α y = 0``)."""
-        p = self.p
-        q = p / (p - 1.0) if p > 1.0 else 0.0
-        Sp, Sn, Qp, Qn = sc
-        if self.free:
-            if Sp <= 0.0 or Sn <= 0.0:
-                return 0.0
-            u = Vp[:-1] / Sp - Vn[:-1] / Sn
-            lin = 2.0
-            a = Qp / Sp ** q + Qn / Sn ** q if p > 1.0 else 0.0
-            tmax = min(Sp, Sn) if p == 1.0 else math.inf
-        else:
-            u = Vp - Vn
-            lin = Sp + Sn
-            a = Qp + Qn
-            tmax = 1.0 if p == 1.0 else math.inf
-        return _concave_max(lin, a, q, float(u @ u), tmax)
-
-    # -- the ridge subproblem ------------------------------------------------------------
-    def _solve_gram(self, G, mu) -> np.ndarray:
-        """``(ĀᵀĀ + D/μ)⁻¹ Āᵀz`` by Cholesky (the factor kept while μ stays)."""
-        if self._factor is None or self._factor[0] != mu:
-            self._factor = None                   # (its memory back before the next one)
-            # H0 + diag(reg/μ) with no D1×D1 temporary, in Fortran order: factored in place
-            A = np.array(self.H0, order="F")
-            A += 0.0                              # (−0.0 → +0.0, as the sum with diag gave)
-            A.flat[::self.d1 + 1] = np.diagonal(self.H0) + self.reg / mu
-            if not self.bias:
-                A[-1, -1] = 1.0                   # no bias column: b stays 0
-            try:
-                self._factor = (mu, scipy.linalg.cho_factor(A, lower=False, overwrite_a=True,
-                                                            check_finite=False))
-            except np.linalg.LinAlgError as exc:
-                raise InvalidParameterError(
-                    f"alm: the Gram matrix + I/mu is not numerically positive definite at "
-                    f"mu={mu:g} ({exc}); use inner='cg' or a smaller mu") from None
-        Wn = scipy.linalg.cho_solve(self._factor[1], G, check_finite=False)
-        dv = Wn - self.W
-        self.dq[:] = np.maximum(np.einsum("ik,ij,jk->k", dv, self.H0, dv), 0.0)
-        return Wn
-
-    def _cg(self, sched, G, mu) -> np.ndarray:
-        """``cg_steps`` (preconditioned) conjugate-gradient steps on the normal equations,
-        from the current point (spec §3.3), one pass each."""
-        reg = self.reg[:, None]
-        W = self.W.copy()
-        r = -(G + reg * W / mu)                      # minus the half-gradient (Eq. 16)
-        if not self.bias:
-            r[-1] = 0.0
-        if self.jacobi:
-            diag = self.colsq + self.reg / mu
-            diag[diag <= 0.0] = 1.0
-            minv = (1.0 / diag)[:, None]
-        else:
-            minv = np.ones((self.d1, 1))
-        z = minv * r
-        P = z.copy()
-        rz = (r * z).sum(axis=0)
-        dq = np.zeros(self.k)
-        for j in range(self.steps):
-            more = j + 1 < self.steps
-            acc = {"Q": Accumulator(self.k)}
-            if more:
-                acc["Hp"] = Accumulator((self.d1, self.k))
-            res = sched.map_reduce(_cg_block, args=(P, float(self.bias), more, self.unit),
-                                   acc=acc)
-            curv = res["Q"] + (reg * P * P).sum(axis=0) / mu
-            ok = (rz > 0.0) & (curv > 0.0)
-            alpha = np.where(ok, rz / np.where(ok, curv, 1.0), 0.0)
-            W += alpha * P
-            dq += alpha * alpha * curv
-            if not more:
-                break
-            r -= alpha * (res["Hp"] + reg * P / mu)
-            z = minv * r
-            rz_new = (r * z).sum(axis=0)
-            beta = np.where(rz > 0.0, rz_new / np.where(rz > 0.0, rz, 1.0), 0.0)
-            P = z + beta * P
-            rz = rz_new
-        dv = W - self.W
-        # ‖Ā Δv‖² from the conjugate directions: Σ α_j² p_jᵀHp_j − Δvᵀ D Δv/μ
-        self.dq[:] = np.maximum(dq - (reg * dv * dv).sum(axis=0) / mu, 0.0)
-        return W
-
-    def _next_mu(self, s) -> None:
-        """μ of the next iteration: the paper's geometric growth (ρ, capped), or residual
-        balancing on this iteration's residuals (module doc)."""
-        mu = self.mus[1]
-        new = min(mu * (self.rho if self.rho is not None else 1.0), self.mu_max)
-        if self.balance and self.iters > 1 and self.changes < _BALANCE_CHANGES:
-            r = math.sqrt(float(s[:, 1].sum()))
-            d = self.mus[0] * math.sqrt(float(self.dq.sum()))
-            if r > _BALANCE_RATIO * d:
-                new, self.changes = min(2.0 * mu, self.mu_max), self.changes + 1
-            elif d > _BALANCE_RATIO * r:
-                new, self.changes = 0.5 * mu, self.changes + 1
-        self.mus[0], self.mus[1] = mu, new
 
     def _entry(self, s, change) -> dict:
         n = max(self.n_rows, 1)
@@ -468,35 +309,6 @@ class AlmSolver(Solver):
                 else np.nan}
 
 
-def _concave_max(lin, a, q, uu, tmax) -> float:
-    """``max_{0 ≤ t ≤ tmax} lin·t − a·t^q − ½ uu t²`` (``a = 0`` when ``q = 0``, p = 1)."""
-    if lin <= 0.0:
-        return 0.0
-
-    def f(t):
-        return lin * t - (a * t ** q if a > 0.0 else 0.0) - 0.5 * uu * t * t
-
-    if a <= 0.0 or not math.isfinite(a):
-        if not math.isfinite(a):
-            return 0.0
-        t = lin / uu if uu > 0.0 else tmax
-        return f(min(t, tmax)) if math.isfinite(min(t, tmax)) else 0.0
-    if q == 2.0:
-        return f(min(lin / (2.0 * a + uu), tmax))
-    # f'(t) = lin − q a t^(q−1) − uu t decreases: bisect its root below the two bounds
-    hi = min(tmax, (lin / (q * a)) ** (1.0 / (q - 1.0)), lin / uu if uu > 0.0 else math.inf)
-    lo = 0.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if lin - q * a * mid ** (q - 1.0) - uu * mid > 0.0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-15 * hi:
-            break
-    return f(lo)
-
-
 def _rows_block(block, views, args, acc) -> None:
     """One block of pass A (``map_reduce`` kernel): :func:`alm_rows`."""
     W, model, mus, flags, unit = args
@@ -506,13 +318,6 @@ def _rows_block(block, views, args, acc) -> None:
     alm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, lam, e, mus,
              flags, np.empty((2, k)), acc["G"], acc["V"], acc["s"], acc.get("gobj", dummy2),
              acc.get("colsq", dummy1), acc.get("H", dummy2))
-
-
-def _cg_block(block, views, args, acc) -> None:
-    """One block of a conjugate-gradient pass (``map_reduce`` kernel): :func:`alm_cg`."""
-    P, B, more, unit = args
-    alm_cg((block.indptr, block.indices, block.data), unit, P, B, more,
-           np.empty(P.shape[1]), acc.get("Hp", _DUMMY2), acc["Q"])
 
 
 _DUMMY1 = np.zeros(0)

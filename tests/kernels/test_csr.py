@@ -10,6 +10,7 @@ from streamsvm.kernels import (csr_check, csr_matmat, csr_matvec, csr_rmatmat_ad
                                csr_rmatvec_add, csr_take_rows, indptr_check, kept_rows,
                                row_axpy, row_axpys, row_dot, row_dots, row_sq_norm, w_at,
                                row_sq_norms, take_rows, values_within)
+from streamsvm.kernels._csr import row_outer_add, row_sq_axpy
 
 DTYPES = [(np.int32, np.float64), (np.int32, np.float32), (np.int64, np.float64),
           (np.int64, np.float32)]
@@ -86,6 +87,26 @@ def test_one_model_as_a_d_vector_gives_the_column_bit_for_bit(csr):
         row_axpy(X, unit, i, 0.25 * i - 1.0, out_w, 0)
     np.testing.assert_array_equal(out_w, out_W[:, 0])
     assert w_at(w, 3, 0) == w[3] and w_at(W, 3, 0) == W[3, 0]     # also from Python
+
+
+def test_row_squares_and_outer_products(csr):
+    X, S = csr
+    unit = _unit(X)
+    d = S.shape[1]
+    colsq, col = np.ones(d), np.ones((d, 3))
+    H = np.ones((d + 1, d + 1))                       # a bias row and column left alone
+    for i in range(S.shape[0]):
+        row_sq_axpy(X, unit, i, 1.0, colsq, 0)
+        row_sq_axpy(X, unit, i, 0.5 * i, col, 2)
+        row_outer_add(X, unit, i, H)
+    sq = S.multiply(S)
+    np.testing.assert_allclose(colsq, 1.0 + np.asarray(sq.sum(axis=0)).ravel(), rtol=1e-12)
+    want = np.ones((d, 3))
+    want[:, 2] += sq.T @ (0.5 * np.arange(S.shape[0]))
+    np.testing.assert_allclose(col, want, rtol=1e-12)
+    np.testing.assert_allclose(H[:d, :d], 1.0 + (S.T @ S).toarray(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(H[d], 1.0)
+    np.testing.assert_array_equal(H[:, d], 1.0)
 
 
 def test_block_kernels(csr):
