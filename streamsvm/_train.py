@@ -271,7 +271,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)
     summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
                    history=[{k: h[k] for k in MODEL_HISTORY_KEYS} for h in result.history])
-    Cs = getattr(slv, "Cs", [None])
+    Cs = slv.Cs
     if len(Cs) > 1:          # a path of C values: one model per C (rows of the result)
         m = len(result.coef) // len(Cs)
         model = [LinearModel(result.coef[i * m:(i + 1) * m],

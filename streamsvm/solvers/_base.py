@@ -296,6 +296,10 @@ class Solver(abc.ABC):
     def problem(self, store):
         """The :class:`~streamsvm.problem.Problem` this solver solves on ``store``."""
 
+    Cs = (None,)
+    """The values of C the run trains one model for each: one, the solver's own ``C``
+    (None); a solver that trains a path of C values (nesvm's ``C_path``) lists them."""
+
     def check_store(self, store) -> None:
         """Refuse, before the first pass, a store this solver cannot train on."""
 
@@ -400,6 +404,9 @@ class Solver(abc.ABC):
     def n_iter(self) -> int:
         """The solver's own iteration count (reported; default: the driver's)."""
         return -1
+
+    rows = None
+    """The solver's resident rows (:meth:`PassScheduler.resident_rows`), if it keeps any."""
 
     def close(self) -> None:
         """Release what the solver holds (its resident rows)."""

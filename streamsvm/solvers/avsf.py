@@ -459,8 +459,11 @@ class AVSFSolver(Solver):
     def coef(self):
         return np.ascontiguousarray(self.W.T), self.wb * self.bias     # one model: no copy
 
+    hot = None
+    """The hot rows (:meth:`PassScheduler.hot_rows`) once started."""
+
     def close(self) -> None:
-        if getattr(self, "hot", None) is not None:
+        if self.hot is not None:
             self.hot.close()
             self.hot = None
 

@@ -314,7 +314,7 @@ class DCDSolver(Solver):
         return W, self.wb * self.bias
 
     def close(self) -> None:
-        if hasattr(self, "rows"):           # (start() may have refused the budget)
+        if self.rows is not None:           # (start() may have refused the budget)
             self.rows.close()
 
     state_version = 8

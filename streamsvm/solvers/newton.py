@@ -282,7 +282,7 @@ class NewtonSolver(NewtonSteps, Solver):
             self.rows.load_from(arrays, meta)
 
     def close(self) -> None:
-        if getattr(self, "rows", None) is not None:
+        if self.rows is not None:
             self.rows.close()
 
     @property

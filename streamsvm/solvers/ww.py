@@ -105,7 +105,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
         self._slab_arrays = (0, None, None)     # (slab version, class indices, ‖x̄_i‖²)
 
     def close(self) -> None:
-        if getattr(self, "rows", None) is not None:
+        if self.rows is not None:
             self.rows.close()
 
     state_arrays = ("W", "Wcert", "gsum", "cert", "gap1", "trend")
