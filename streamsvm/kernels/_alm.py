@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ._csr import row_axpy, row_axpys, row_dots, row_outer_add, row_sq_axpy
 from ._jit import kernel, kernel_inline
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._costs import class_costs
 from ._csr import row_axpy, row_sq_norm
 from ._dcd_cert import (add_terms, check_one, clear_shrunk_sums, dcd_check, dcd_estimate,
                         dcd_terms_add, estimate_listed, gap_met, pair, row_margin,
@@ -111,9 +112,9 @@ def _visit(X, unit, y, i, qd_i, duals, margin, record, model, prob, shrink, out_
     :func:`dcd_terms_add`, with the visit-time margin).
     """
     alpha, active = duals
-    l2, B = prob[3], prob[4]
+    l2, B = prob.squared, prob.B
     steps = 0
-    for c in range(len(prob[0])):
+    for c in range(len(prob.pos)):
         if active[i, c] == 0:
             continue
         steps += 1
@@ -264,7 +265,7 @@ def _slab_epoch(X, unit, y, qd, duals, model, prob, shrink, rows, m, out_pg, ter
     ``out_pg``; returns the entries it touched (each row's nonzeros and its bias)."""
     alpha, active, margin = duals
     far = len(X[1]) > _CACHED_ENTRIES          # prefetching pays only beyond the caches
-    for c in range(len(prob[0])):
+    for c in range(len(prob.pos)):
         out_pg[c, 0], out_pg[c, 1], out_pg[c, 2] = -np.inf, np.inf, 0.0
     touched = 0
     for t in range(m):
@@ -339,7 +340,7 @@ def dcd_slab_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_sta
     out_pg, out_cert, out_info = out
     active = duals[1]
     m = _list_rows(active, rows)
-    due = len(prob[0]) * model[0].shape[0]      # entries between two estimates: k · d
+    due = len(prob.pos) * model[0].shape[0]      # entries between two estimates: k · d
     epochs, visits, since_cert = 0, 0, 0
     out_info[3] = 0.0
     while m > 0:
@@ -433,7 +434,7 @@ def _class_views(c, duals, model, prob, shrink):
     return ((duals[0][c].reshape((n, 1)), duals[1][c].reshape((n, 1)),
              duals[2][c].reshape((n, 1))),
             (model[0][c], model[1][c:e], model[2][c], model[3][c:e]),
-            (prob[0][c:e], prob[1][c:e], prob[2][c:e], prob[3], prob[4]),
+            class_costs(prob, c),
             (shrink[0][c:e], shrink[1][c:e]))
 
 

@@ -35,7 +35,7 @@ def pair(y, i, c, prob):
     """Row ``i`` as model ``c`` sees it: ``(y_i, C_i, U, D)``, its sign (+1 when ``y[i] ==
     pos[c]``), its cost, the bound of its dual (``inf`` for the squared hinge, else ``C_i``)
     and the diagonal term ``D`` (``1/(2 C_i)`` for the squared hinge, else 0)."""
-    pos, Cp, Cn, l2 = prob[0], prob[1], prob[2], prob[3]
+    pos, Cp, Cn, l2 = prob.pos, prob.Cp, prob.Cn, prob.squared
     yi = 1.0 if y[i] == pos[c] else -1.0
     Ci = Cp[c] if yi > 0 else Cn[c]
     U = np.inf if l2 else Ci
@@ -113,7 +113,7 @@ def dcd_estimate(model, terms, out_cert):
 def _terms_row(y, duals, i, c, prob, out):
     alpha, active, margin = duals
     if active[i, c] != 0:
-        add_terms(out, c, pair(y, i, c, prob)[1], margin[i, c], alpha[i, c], prob[3])
+        add_terms(out, c, pair(y, i, c, prob)[1], margin[i, c], alpha[i, c], prob.squared)
 
 
 @kernel
@@ -131,7 +131,7 @@ def dcd_terms_add(y, duals, prob, out):
         ``zu``/``zs`` (module doc).
     """
     for i in range(len(y)):
-        for c in range(len(prob[0])):
+        for c in range(len(prob.pos)):
             _terms_row(y, duals, i, c, prob, out)
 
 
@@ -139,7 +139,7 @@ def dcd_terms_add(y, duals, prob, out):
 def estimate_listed(rows, m, y, duals, prob, model, terms, out_cert):
     """:func:`dcd_estimate` from the sums over the listed rows ``rows[:m]`` (``terms``:
     scratch of shape (k, 3))."""
-    k = len(prob[0])
+    k = len(prob.pos)
     for c in range(k):
         terms[c, 0] = 0.0
         terms[c, 1] = 0.0
@@ -174,10 +174,10 @@ def dcd_check(X, unit, y, duals, model, prob, acc):
         Σ C_i loss_i, pairs re-activated]`` (start from ``[-inf, inf, 0, 0]``).
     """
     alpha, active = duals
-    l2, B = prob[3], prob[4]
+    l2, B = prob.squared, prob.B
     out_terms, stats = acc
     for i in range(len(y)):
-        for c in range(len(prob[0])):
+        for c in range(len(prob.pos)):
             yi, Ci, U, D = pair(y, i, c, prob)
             m = row_margin(X, unit, i, c, yi, model, B)
             xi = max(0.0, 1.0 - m)

@@ -88,7 +88,7 @@ def newton_rows(y, margins, prob, plan, acc, out):
         ``−Σ_i coef_i x̄_i``) and ``C_i j''`` per slot.
     """
     U, V, E = margins
-    pos, Cp, Cn, sq = prob
+    pos, Cp, Cn, sq = prob.pos, prob.Cp, prob.Cn, prob.squared
     live, trials, n_trials, alphas, n_points = plan
     ftry, f, sb, sbpos, loss, csum = acc
     coef, h = out

@@ -26,6 +26,7 @@ import numbers
 import numpy as np
 
 from ..exceptions import InvalidParameterError
+from ..kernels import Costs
 
 __all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARAMS", "C_PARAM",
            "BIAS_PARAM", "CLASS_WEIGHT_PARAM", "SVC_LOSS_PARAM", "rel_gap"]
@@ -295,6 +296,17 @@ class Solver(abc.ABC):
     @abc.abstractmethod
     def problem(self, store):
         """The :class:`~streamsvm.problem.Problem` this solver solves on ``store``."""
+
+    def kernel_costs(self, store) -> Costs:
+        """The problem's costs on ``store`` as the kernels read them
+        (:class:`~streamsvm.kernels.Costs`): the binary model's positive label 1, or one model
+        per class (``y`` holds the class index), each with its ``Cp``/``Cn``."""
+        problem = self.problem(store)
+        Cp, Cn = problem.costs(store.classes, store.label_counts)
+        binary = store.task == "binary"
+        pos = np.array([1], np.int32) if binary else np.arange(len(store.classes),
+                                                               dtype=np.int32)
+        return Costs(pos, Cp, Cn, problem.loss == "squared_hinge", float(problem.bias))
 
     Cs = (None,)
     """The values of C the run trains one model for each: one, the solver's own ``C``

@@ -33,6 +33,7 @@ import logging
 
 import numpy as np
 
+from ..kernels import Costs
 from ..kernels._cocoa import cocoa_rows
 from ..problem import Problem
 from ..schedule import Accumulator, Need
@@ -69,7 +70,7 @@ class CocoaDual(Solver):
         Cp, Cn = self.problem(store).resolved(store.classes, store.label_counts).costs(
             store.classes, store.label_counts)
         pos = np.ones(k) if k == 1 else np.arange(k, dtype=np.float64)
-        self.model = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
+        self.model = Costs(pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
         self.unit = store.binary_values
         self.alpha = sched.state(f"{self.name}.cocoa.alpha", np.float64, width=k)
         self.W = np.zeros((D1, k))

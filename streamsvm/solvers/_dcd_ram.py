@@ -228,7 +228,7 @@ class PerClass:
         dual = waiting[~self.primal[waiting]]
         epochs, spread = (self._dual_epochs(sched, dual) if len(dual)
                           else (0, -np.inf))
-        if self.s.prob[3]:          # squared hinge: the dual classes too slow go primal
+        if self.s.prob.squared:          # squared hinge: the dual classes too slow go primal
             self._probe(dual)
         primal = waiting[self.primal[waiting]]
         if len(primal):
@@ -246,7 +246,7 @@ class PerClass:
         share = float(s.max_passes) * n
         per_call = self._visits_per_call(sl, len(waiting))
         left = np.maximum(1, np.minimum(per_call, share - self.spent)).astype(np.int64)
-        if s.prob[3]:               # squared hinge: stop at the probe's epochs
+        if s.prob.squared:               # squared hinge: stop at the probe's epochs
             to = np.where(self.dual_visits < n, n, self.PROBE_EPOCHS * n) - self.dual_visits
             left = np.where(~self.decided & (to > 0), np.minimum(left, to), left)
         control = (waiting.astype(np.int64), s.shrinking, left, s.tol, max(1, n // 2),

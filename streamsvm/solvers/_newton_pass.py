@@ -107,7 +107,7 @@ def slots(alpha, nxt, levels, n_points, prob, sq):
     else:                                   # the rows far from the margin add ~nothing
         if Lv > 1:                          # the next level, speculated
             alphas[:, 1] = nxt
-        peak = np.maximum(prob[1], prob[2])[:, None] / (2 * alphas)
+        peak = np.maximum(prob.Cp, prob.Cn)[:, None] / (2 * alphas)
         cutoff = _CUTOFF * peak
         cutoff[:, 1:][alphas[:, 1:] == alphas[:, :1]] = np.inf    # no level left: no H
     alphas, cutoff = np.tile(alphas, (1, P)), np.tile(cutoff, (1, P))
@@ -175,7 +175,7 @@ def newton_block(block, views, args, acc):
                 (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
                 (coef, h))
     g = acc["g"]
-    positive = block.y[:, None] == prob[0][None, :]
+    positive = block.y[:, None] == prob.pos[None, :]
     for lv in range(L):
         csr_rmatmat_add(X, coef[lv], g[lv])
         g[lv, d] += B * coef[lv].sum(axis=0)
@@ -222,7 +222,7 @@ def newton_block(block, views, args, acc):
     if polish is not None:
         band, cand, cand_live = polish
         yk = np.where(positive, 1.0, -1.0)
-        Ck = np.where(positive, prob[1][None, :], prob[2][None, :])
+        Ck = np.where(positive, prob.Cp[None, :], prob.Cn[None, :])
         z = 1.0 - yk * Ev[0]
         on = band[None, :] >= 0
         near = on & (np.abs(z) <= band[None, :])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 
+from ..kernels import Costs
 from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
 from ..kernels._newton import smooth_hinge
@@ -64,7 +65,7 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
     written into the rows' state ``newton.a`` (the next polish's warm start).
     """
     d = E.shape[0] - 1
-    pos, Cp, Cn, _ = prob
+    pos, Cp, Cn = prob.pos, prob.Cp, prob.Cn
     subs = {}
     for c, r in rows.items():
         yc = np.where(sl.y[r] == pos[c], 1.0, -1.0)
@@ -115,7 +116,7 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
         limit[c] = _POLISH_EPOCHS * len(r)
     qd = np.empty(n, np.float32)
     row_sq_norms(sl.X, B * B, qd)
-    pos, Cp, Cn, _ = prob
+    pos, Cp, Cn = prob.pos, prob.Cp, prob.Cn
     eps = np.full(k, _POLISH_EPS)
     visits = 0
     for rnd in range(2):                   # then once more with every row un-shrunk
@@ -130,7 +131,7 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
         dcd_classes_epochs(sl.X, unit, sl.y, qd,
                            (alpha, active, np.zeros((k, n), np.float32)),
                            (W, wb, np.zeros((k, d)), np.zeros((k, 2))),
-                           (pos, Cp, Cn, False, B), shrink,
+                           Costs(pos, Cp, Cn, False, B), shrink,
                            (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
                            (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
                             np.empty(5)), (pg, cert, info))

@@ -135,9 +135,7 @@ class AVSFSolver(Solver):
         sched.check_budget("avsf", {"the models": Need((d, k)),
                                     "a pair of blocks' visit codes": Need(("block", 4 * k + 3),
                                                                           count=2)})
-        Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
-        pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
-        self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
+        self.prob = self.kernel_costs(store)
         self.unit = store.binary_values
         self.W, self.wb = np.zeros((d, k)), np.zeros(k)
         # one model: the kernels take its weights as a d-vector (kernels/_csr.py, w_at)

@@ -96,9 +96,7 @@ class DCDSolver(Solver):
         # the streamed exact check sums the shrunk rows afresh: a pass's sums, d×k
         sched.check_budget("dcd", {"the model and its shrinking sums": Need((d, k), count=2),
                                    "the exact check's sums": Need((d, k), per_pass=True)})
-        Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
-        pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
-        self.prob = (pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
+        self.prob = self.kernel_costs(store)
         self.unit = store.binary_values
         self.W, self.wb = np.zeros((d, k)), np.zeros(k)
         # rows shrunk at the upper bound: Σ C_i y_i x_i and [Σ C_i y_i B, Σ C_i] (kernel doc)

@@ -201,9 +201,7 @@ class NewtonSolver(NewtonSteps, Solver):
         self.cg, self.full_h, self.a, self.P, self.L = fit_hessians(
             sched, k, d, self._uses_cg(d), max_dense=self.max_dense, fused=self.fused, sq=self.sq,
             auto=self.hessian == "auto", points=_POINTS)
-        Cp, Cn = self.problem(store).costs(store.classes, store.label_counts)
-        pos = np.array([1], np.int32) if binary else np.arange(k, dtype=np.int32)
-        self.prob = (pos, Cp, Cn, self.sq)
+        self.prob = self.kernel_costs(store)
         self.unit = store.binary_values
         self.reg = np.ones(D1)
         self.reg[d] = 0.0 if self.free_bias else 1.0

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from streamsvm.kernels._avsf import NSRC, alg4_counts, avsf_codes, avsf_visits
+from streamsvm.kernels import Costs
 
 
 def _state(seed):
@@ -131,7 +132,7 @@ def test_gain_is_the_exact_decrease_of_the_dual(l2, B):
         st = np.zeros((1, 5))
         st[0, 1], st[0, 2] = -np.inf, np.inf
         codes = np.array([(i * 1 + 0) * NSRC + 0], np.int64)
-        prob = (np.array([1], np.int32), np.array([C]), np.array([C]), l2, B)
+        prob = Costs(np.array([1], np.int32), np.array([C]), np.array([C]), l2, B)
         avsf_visits((Xc, Xc, Xc), (y, y, y), (a, a, a), (p, p, p), codes, 1,
                     False, (W, wb), prob, (True, 0.2, 0.05, 20.0, np.log(400.0), 1.0), st)
         after = _dual(X, y, a[:, 0], C, l2, B)
@@ -157,7 +158,7 @@ def test_zero_gain_steps_lower_the_preference_and_big_gains_raise_it():
     W = (X.T @ (y * a[:, 0])).reshape(d, 1)
     p = np.ones((n, 1))
     st = np.array([[0.5, -np.inf, np.inf, 0.0, 0.0]])
-    prob = (np.array([1], np.int32), np.array([C]), np.array([C]), False, 0.0)
+    prob = Costs(np.array([1], np.int32), np.array([C]), np.array([C]), False, 0.0)
     codes = np.array([0 * NSRC], np.int64)     # row 0: G < 0 at α = U, PG = 0, no move
     avsf_visits((Xc,) * 3, (y,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
                 (W, np.zeros(1)), prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)

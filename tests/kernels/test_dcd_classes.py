@@ -7,6 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamsvm.kernels._dcd import dcd_classes_epochs
+from streamsvm.kernels import Costs
 
 
 def _problem(n=300, d=12, k=3, seed=0):
@@ -25,7 +26,7 @@ def _run(X, y, k, max_visits, tol=1e-3, seed=5):
     qd = (np.asarray(X.multiply(X).sum(axis=1)).ravel() + B * B).astype(np.float32)
     duals = (np.zeros((k, n)), np.ones((k, n), np.uint8), np.zeros((k, n), np.float32))
     model = (np.zeros((k, d)), np.zeros(k), np.zeros((k, d)), np.zeros((k, 2)))
-    prob = (np.arange(k, dtype=np.int32), np.ones(k), np.ones(k), False, B)
+    prob = Costs(np.arange(k, dtype=np.int32), np.ones(k), np.ones(k), False, B)
     shrink = (np.full(k, np.inf), np.full(k, -np.inf))
     control = (np.arange(k, dtype=np.int64), True, np.asarray(max_visits, np.int64), tol,
                n // 2, np.full(k, 0.1), np.zeros((k, 3), np.int64), True)

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamsvm.kernels._dcd import dcd_sweep
+from streamsvm.kernels import Costs
 
 
 def _block(n, d, seed):
@@ -25,7 +26,7 @@ def _sweep(blocks, active, seed, k=1, C=1.0, d=40, W=None, slots=2):
     alphas = [np.zeros((X.shape[0], k)) for X, _ in bl]
     W = np.zeros((d, k)) if W is None else W.copy()
     model = (W, np.zeros(k), np.zeros((d, k)), np.zeros((k, 2)))
-    prob = (np.array([1], np.int32), np.full(k, C), np.full(k, C), False, 1.0)
+    prob = Costs(np.array([1], np.int32), np.full(k, C), np.full(k, C), False, 1.0)
     pg = np.zeros((k, 3))
     pg[:, 0], pg[:, 1] = -np.inf, np.inf
     work = np.empty(sum(X.shape[0] for X, _ in blocks), dtype=np.int64)
