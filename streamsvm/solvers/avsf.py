@@ -48,17 +48,16 @@ exact checks (history ``exact``).
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
-from ..kernels._avsf import (NSRC, alg4_counts, avsf_codes, avsf_group, avsf_masses,
-                             avsf_shuffle, avsf_visits)
+from ..kernels._avsf import alg4_counts
 from ..exceptions import InvalidParameterError
-from ..kernels._dcd import dcd_check, dcd_estimate
 from ..problem import Problem
-from ..schedule import Accumulator, Need, RowField, chunk_groups
-from .dcd import _fold_stats
+from ..schedule import Need, RowField, chunk_groups
+from ._avsf_cache import HotCachePolicy
+from ._avsf_check import AvsfCheck
+from ._avsf_visits import AvsfVisits
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Param, Solver, register)
 
@@ -67,12 +66,13 @@ __all__ = ["AVSFSolver"]
 logger = logging.getLogger(__name__)
 
 _TOP = 0xA5F        # the key of an epoch's top-level draws (sched.rng)
-_BINS = 256         # bins of the histogram of log p behind τ_in
 
 
 @register("avsf")
-class AVSFSolver(Solver):
-    """Dual CD with adaptive variable selection frequencies and a hot cache (module doc)."""
+class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
+    """Dual CD with adaptive variable selection frequencies and a hot cache (module doc; the
+    cache's policy in :mod:`._avsf_cache`, the visit codes in :mod:`._avsf_visits`, the exact
+    check in :mod:`._avsf_check`)."""
 
     summary = ("dual coordinate descent with adaptive variable selection frequencies "
                "(Glasmachers & Dogan): per-row preferences instead of shrinking, the hottest "
@@ -214,11 +214,6 @@ class AVSFSolver(Solver):
         kind = "slab" if self.hot.whole else "stream"
         return self._entry(kind, np.nan, dual, np.nan, False, spread)
 
-    def _spread(self, hi, lo) -> float:
-        if self.stop_rule == "liblinear":
-            return float(np.max(hi - lo))
-        return float(np.max(np.maximum(hi, -lo)))
-
     def _reset(self) -> None:
         self.canstop = True
         self.owed[...] = 0                  # the uniform epoch: every row once, every block
@@ -227,31 +222,13 @@ class AVSFSolver(Solver):
         self.p.fill(1.0)
         self.hot.local["avsf.p"][...] = 1.0
 
-    def _adapt(self, sched):
-        inv_l = 1.0 / sched.n_rows
-        return (self.epochs == 0, float(self.change_rate), float(self.p_min), float(self.p_max),
-                math.log(self.p_max / self.p_min), inv_l)
-
     def _epoch(self, sched) -> int:
         """One epoch (module doc): ℓ steps per model, one pass over the blocks with budget
         (with ``lazy``: the blocks due, their owed steps included); the steps made per
         model."""
         k, n, hot = self.k, sched.n_rows, self.hot
         nb = sched.n_blocks
-        mass = np.zeros((nb + 1, k))
-        hist = np.zeros(_BINS, np.int64)
-        lo, width = math.log(self.p_min), math.log(self.p_max / self.p_min) / _BINS
-        if not hot.whole:
-            avsf_masses(self.p.values, self.hot_flag.values, self.bounds, mass[:nb], hist, lo,
-                        width)
-        hp = hot.local["avsf.p"]
-        mass[nb] = hp.sum(axis=0)
-        if not hot.whole:
-            if hot.n_rows:
-                top = np.log(hp.max(axis=1))
-                np.add.at(hist, np.clip(((top - lo) / width).astype(np.int64), 0, _BINS - 1), 1)
-            self.p_mean = float(mass.sum(axis=0).max()) / n
-            self.tau_in = self._threshold(hist, lo, width, self.p_mean)
+        mass = self._masses(n, nb)
         state = sched.rng(self.epochs, _TOP).integers(2**63, size=1, dtype=np.uint64)
         budget = np.zeros((nb + 1, k), np.int64)
         for c in range(k):
@@ -260,12 +237,7 @@ class AVSFSolver(Solver):
             self._defer(budget[:nb])
         steps = int(budget.sum()) // k
         # the hot rows' visits, shuffled, then dealt to the groups by their budgets
-        m = int(budget[nb].sum())
-        H = self._hot_buffer(m)
-        if hot.n_rows:
-            used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), budget[nb], 2, H, 0,
-                              np.empty(hot.n_rows), state)
-            avsf_shuffle(H, used, state)
+        H, m = self._hot_codes(budget[nb], state)
         ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
         ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
         per_block = budget[ids].sum(axis=1)
@@ -284,16 +256,6 @@ class AVSFSolver(Solver):
         self._evict_cold()
         return steps
 
-    def _hot_visits(self, hot, H, m, adapt) -> int:
-        """An epoch's visits all in the hot rows (no block has a budget): :func:`avsf_visits`;
-        the row visits they make (a visit of one model counting a k-th)."""
-        avsf_visits(*self._sources(), H, m, self.unit, self.model, self.prob, adapt, self.st)
-        return m // self.k
-
-    def _group_on(self, g, sched, budget, H, edges) -> None:
-        """:meth:`_group` of the sweep's group ``g``, with its slice of the hot visits."""
-        self._group(sched, list(g.blocks), budget, H[edges[g.position]:edges[g.position + 1]])
-
     def _defer(self, budget) -> None:
         """Lazy reading (spec §3.7): each block's visits of this epoch join what it is owed;
         a block is read (``budget`` keeps all it is owed) once that reaches ``lazy`` visits
@@ -308,144 +270,8 @@ class AVSFSolver(Solver):
         self.owed[...] = np.where(read[:, None], 0, due)
         self.last_read[read] = self.epochs
 
-    def _evict_cold(self) -> None:
-        """The hot rows whose preferences fell below ``τ_in/2`` leave (hysteresis)."""
-        hot = self.hot
-        if not hot.whole and hot.n_rows:
-            cold = hot.local["avsf.p"].max(axis=1) < 0.5 * self.tau_in
-            if cold.any():
-                hot.evict(cold)
-
-    def _threshold(self, hist, lo, width, mean) -> float:
-        """τ_in: the lower edge of the bin where the hottest ``cache × ℓ`` rows end, and at
-        least the mean preference: a row enters only when it is due more than once a pass
-        (spec §3.6 says p > 1; as the preferences fall, to a mean of 0.15–0.2 on a9a at
-        C = 100, that left the cache a quarter full of the rows due 2–6 times a pass)."""
-        target = max(1, self.hot.max_rows)
-        above = np.cumsum(hist[::-1])
-        j = int(np.searchsorted(above, target))
-        b = _BINS - 1 - min(j, _BINS - 1)
-        return max(mean, math.exp(lo + b * width))
-
-    def _hot_buffer(self, m) -> np.ndarray:
-        """The buffer of an epoch's hot-row visits (the groups' lists use ``codes``)."""
-        if len(self.hbuf) < m:
-            self.hbuf = np.empty(int(1.25 * m) + 16, np.int64)
-        return self.hbuf
-
-    def _group(self, sched, blocks, budget, H) -> None:
-        """The visits of up to two blocks' rows and a slice of the hot rows' visits, in one
-        shuffled list and one kernel call; then the blocks' hottest rows into the cache."""
-        k, hot = self.k, self.hot
-        b0 = blocks[0]
-        b1 = blocks[1] if len(blocks) > 1 else b0
-        nb = len(blocks)
-        budgets = np.zeros((2, k), np.int64)
-        for j, b in enumerate(blocks):
-            budgets[j] = budget[b.id]
-        size = int(budgets.sum()) + len(H)
-        rows = max(b0.n_rows, b1.n_rows)
-        if self.cache_visits > 0 and hot.n_rows:    # dual cached loops (module doc)
-            extra = int(self.cache_visits * size) // k + 1
-            hp = hot.local["avsf.p"]
-            more = np.empty(extra * k, np.int64)
-            st = np.array([sched.block_seed(b0) ^ 0x5EED], dtype=np.uint64)
-            used = avsf_codes(hp, np.zeros(hot.n_rows, np.uint8), np.full(k, extra), 2, more,
-                              0, np.empty(hot.n_rows), st)
-            H = np.concatenate([H, more[:used]])
-            self.extra_steps += extra
-            size += used
-        if len(self.codes) < size:
-            self.codes = np.empty(int(1.25 * size) + 16, np.int64)
-        if len(self.wbuf) < rows:
-            self.wbuf = np.empty(rows)
-        state = np.array([sched.block_seed(b0)], dtype=np.uint64)
-        count = np.zeros(2, np.int64)
-        hf = self.hot_flag
-        avsf_group(*self._sources(b0, b1), (hf.view(b0), hf.view(b1)), budgets, nb, H,
-                   (self.codes, self.wbuf, state), self.unit, self.model, self.prob,
-                   self._adapt(sched), self.st, (self.tau_in, self.p_mean, count))
-        if self.cache > 0 and count.any() and not hot.full(self.row_nnz):
-            self._admit([b for j, b in enumerate(blocks) if count[j]])
-
-    def _sources(self, b0=None, b1=None):
-        """``(Xs, ys, alphas, ps)`` of the kernels: two blocks and the hot rows (the hot rows
-        three times when no block is resident)."""
-        hot = self.hot
-        Xh, ah, ph = hot.X, hot.local["avsf.alpha"], hot.local["avsf.p"]
-        if b0 is None:
-            return (Xh,) * NSRC, (hot.y,) * NSRC, (ah,) * NSRC, (ph,) * NSRC
-        yh = hot.y.astype(b0.y.dtype, copy=False)
-        return (((b0.indptr, b0.indices, b0.data), (b1.indptr, b1.indices, b1.data), Xh),
-                (b0.y, b1.y, yh), (self.alpha.view(b0), self.alpha.view(b1), ah),
-                (self.p.view(b0), self.p.view(b1), ph))
-
-    def _admit(self, blocks) -> None:
-        """The rows of ``blocks`` not hot whose largest preference is at least ``τ_in`` and
-        above the mean enter the cache, hottest first, while there is room."""
-        hot = self.hot
-        for b in blocks:
-            p = self.p.view(b)
-            top = p.max(axis=1)
-            rows = np.flatnonzero((top >= self.tau_in) & (top > self.p_mean) &
-                                  (self.hot_flag.view(b) == 0))
-            if len(rows):
-                rows = rows[np.argsort(-top[rows], kind="stable")]
-                hot.admit(b, rows, (self.alpha.view(b), p))
-            if hot.full(self.row_nnz):
-                break
-
-    # -- the exact check -----------------------------------------------------------------
-    def _check_hot(self, hot, model, terms, stats) -> int:
-        """The exact check over the hot rows holding the whole store: :func:`dcd_check`."""
-        dcd_check(hot.X, self.unit, hot.y,
-                  (hot.local["avsf.alpha"], np.ones((hot.n_rows, self.k), np.uint8)), model,
-                  self.prob, (terms, stats))
-        return hot.n_rows
-
-    def _check(self, sched) -> dict:
-        """Exact projected gradients, primal and dual at the current ``w``: a read-only pass
-        (over the hot rows when they are the whole store)."""
-        self.pending = False
-        self.last_check = self.epochs
-        k, hot = self.k, self.hot
-        stats = np.zeros((k, 4))
-        stats[:, 0], stats[:, 1] = -np.inf, np.inf
-        terms = np.zeros((k, 3))
-        model = (self.W, self.wb, np.zeros_like(self.W), np.zeros((k, 2)))
-        if hot.whole:
-            sched.sweep(self._check_hot, model, terms, stats, over=hot)
-        else:
-            hot.sync()
-            res = sched.map_reduce(
-                _check_block, states=(self.alpha,), args=(model, self.prob, self.unit),
-                acc={"terms": Accumulator(terms.shape),
-                     "stats": Accumulator(stats.shape, _fold_stats, per_block=True,
-                                          init=stats)})
-            terms, stats = res["terms"], res["stats"]
-        cert = np.zeros((k, 2))
-        dcd_estimate(model, terms, cert)
-        primal, dual = cert[:, 0], cert[:, 1]
-        gap = (primal - dual) / np.maximum(np.abs(primal), 1e-300)
-        spread = self._spread(stats[:, 0], stats[:, 1])
-        by_eps = self.eps is not None and spread <= self.eps
-        if gap.max() > self.tol and not by_eps and self.by_pg:
-            if self.eps is None:                # LIBLINEAR's test fired too early: tighten
-                self.eps_now = max(self.eps_now * 0.1, 1e-12)
-            self.canstop = False
-        self.by_pg = False
-        entry = self._entry("check", primal.sum(), dual.sum(), gap.max(), True, spread)
-        if by_eps:
-            entry["stop"] = True
-        return entry
-
     def final_check(self, sched) -> dict:
         return self._check(sched)
-
-    def _dual(self) -> float:
-        """The exact dual objective ``Σ α − ½‖w‖² − ½ Σ D α²`` (sums kept by the kernel)."""
-        reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
-        return float((self.st[:, 3] - reg - self.st[:, 4]).sum())
 
     def _entry(self, kind, primal, dual, gap, exact, spread) -> dict:
         return {"kind": kind, "primal": primal, "dual": dual, "gap": gap, "exact": exact,
@@ -482,11 +308,3 @@ class AVSFSolver(Solver):
         self.hot.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("hot.")},
                                  meta["hot"])
 
-
-def _check_block(block, views, args, acc) -> None:
-    """The exact check on one block (``map_reduce`` kernel): dcd's check with every row
-    active (AVSF shrinks none)."""
-    model, prob, unit = args
-    (alpha,) = views
-    dcd_check((block.indptr, block.indices, block.data), unit, block.y,
-              (alpha, np.ones(alpha.shape, np.uint8)), model, prob, (acc["terms"], acc["stats"]))
