@@ -23,9 +23,7 @@ tol·|P(w̄)|`` (or after ``max_steps`` Newton steps) and returns the primal poi
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._csr import row_axpy, row_dot
+from ._csr import row_axpy, row_dot, row_sq_axpy
 from ._jit import kernel, kernel_inline
 
 __all__ = ["sqh_newton"]
@@ -62,7 +60,6 @@ def _gradient(X, unit, B, yc, cost, z, w, rows, coef, out_g, out_h):
     m = 0
     loss = 0.0
     asum = 0.0
-    indptr, indices, data = X
     for i in range(len(z)):
         r = 1.0 - z[i]
         if r > 0.0:
@@ -73,13 +70,7 @@ def _gradient(X, unit, B, yc, cost, z, w, rows, coef, out_g, out_h):
             rows[m] = i
             coef[m] = c2
             m += 1
-            if unit:
-                for p in range(indptr[i], indptr[i + 1]):
-                    out_h[indices[p], 0] += c2
-            else:
-                for p in range(indptr[i], indptr[i + 1]):
-                    v = np.float64(data[p])
-                    out_h[indices[p], 0] += c2 * v * v
+            row_sq_axpy(X, unit, i, c2, out_h, 0)
             out_h[d1 - 1, 0] += c2 * B * B
     return m, loss, asum
 

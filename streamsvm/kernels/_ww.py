@@ -23,9 +23,7 @@ column of slot ``s``. ``W`` has shape (n_features + 1, k), the bias weights in t
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._csr import row_axpys, row_dots, row_dots2
+from ._csr import row_axpys, row_axpys_cols, row_dots, row_dots2
 from ._jit import kernel, kernel_inline
 
 __all__ = ["walrus", "ww_cocoa", "ww_epoch", "ww_scores_loss"]
@@ -231,13 +229,8 @@ def _axpy_changed(X, unit, i, dW, W, cols):
             m += 1
     if 2 * m > k:
         row_axpys(X, unit, i, dW, W)
-        return
-    indptr, indices, data = X
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for t in range(m):
-            W[j, cols[t]] += x * dW[cols[t]]
+    else:
+        row_axpys_cols(X, unit, i, dW, cols, m, W)
 
 
 @kernel
