@@ -5,9 +5,9 @@ A **visit list** is an int64 array of codes ``((i·k + c)·NSRC + s)``: row ``i`
 ``s``, for model ``c`` (one-vs-rest: every model has its own preferences and schedule). The
 sources of one kernel call are two resident store blocks and the hot cache (``NSRC = 3``),
 so the visits of the rows streaming by and of the cached rows interleave at random in one
-loop (spec §3.6 item 3). Built on the CSR primitives of ``_csr.py`` and the coordinate step
-of ``_dcd.py``; ``model = (W, wb)`` and ``prob = (pos, Cp, Cn, l2, B)`` as there (one
-model's ``W`` as a d-vector, ``_csr.w_at``).
+loop (spec §3.6 item 3). Built on the CSR primitives of ``_csr.py``, the coordinate step of
+``_dcd.py`` and its pair (``_dcd_cert.pair``); ``model = (W, wb)`` and ``prob = (pos, Cp,
+Cn, l2, B)`` as there (one model's ``W`` as a d-vector, ``_csr.w_at``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 from ._csr import row_axpy, row_dot_sq
 from ._dcd import _step
+from ._dcd_cert import pair
 from ._jit import kernel, kernel_inline
 from ._prefetch import prefetch, prefetch2, prefetch_row
 from ._rng import shuffle_prefix, splitmix
@@ -169,6 +170,84 @@ def avsf_shuffle(codes, n, state):
     shuffle_prefix(codes, n, state)
 
 
+@kernel_inline
+def _decode(code, k):
+    """``(source, row, model)`` of a visit code (module doc); one model: no division by a
+    runtime ``k``."""
+    rc = code // NSRC
+    if k == 1:
+        return code % NSRC, rc, 0
+    return code % NSRC, rc // k, rc % k
+
+
+@kernel_inline
+def _prefetch_ahead(Xs, ys, alphas, ps, codes, t, n, unit, k):
+    """Prefetch ahead of visit ``t`` of ``codes[:n]``: the pointer, label, dual and
+    preference of the visit ``_AHEAD_STATE`` on, the CSR slice of the one ``_AHEAD`` on."""
+    if t + _AHEAD_STATE < n:
+        s, i, c = _decode(codes[t + _AHEAD_STATE], k)
+        prefetch(Xs[s][0], i)
+        prefetch(ys[s], i)
+        prefetch2(alphas[s], i, c)
+        prefetch2(ps[s], i, c)
+    if t + _AHEAD < n:
+        s, i, _ = _decode(codes[t + _AHEAD], k)
+        prefetch_row(Xs[s], unit, i)
+
+
+@kernel_inline
+def _visit(X, unit, y, i, c, alpha, W, wb, prob, st):
+    """LIBLINEAR's coordinate step on the pair (row ``i``, model ``c``), taken when its
+    projected gradient exceeds 1e-12; that gradient into the epoch's extremes ``st[c, 1:3]``,
+    the change of the duals into the sums ``st[c, 3:5]``. Returns the step's gain, the
+    decrease of the dual objective (0 without a step)."""
+    B = prob[4]
+    yi, Ci, U, D = pair(y, i, c, prob)
+    dot, sq = row_dot_sq(X, unit, i, W, c)
+    q = sq + B * B + D
+    a = alpha[i, c]
+    G = yi * (dot + wb[c] * B) - 1.0 + D * a
+    PG = G
+    if a == 0.0:
+        PG = min(G, 0.0)
+    elif a == U:
+        PG = max(G, 0.0)
+    if PG > st[c, 1]:
+        st[c, 1] = PG
+    if PG < st[c, 2]:
+        st[c, 2] = PG
+    gain = 0.0
+    if abs(PG) > 1e-12:
+        an = _step(G, a, q, U)
+        mu = an - a
+        if mu != 0.0:
+            alpha[i, c] = an
+            row_axpy(X, unit, i, mu * yi, W, c)
+            wb[c] += mu * yi * B
+            st[c, 3] += mu
+            st[c, 4] += 0.5 * D * (an * an - a * a)
+            gain = max(-mu * (G + 0.5 * mu * q), 0.0)
+    return gain
+
+
+@kernel_inline
+def _adapt(p, i, c, gain, adapt, still, st):
+    """Algorithm 5 after a visit of the pair (``i``, ``c``) with ``gain``: in the first
+    epoch ``Δ_ref = st[c, 0]`` sums the mean gain and the preferences stay; after it,
+    ``p[i, c]`` is scaled by ``exp(min(rate·(gain/Δ_ref − 1), hmax))`` (``still`` for no
+    gain) within ``[pmin, pmax]``, and ``Δ_ref`` becomes the running mean of the gains."""
+    first, rate, pmin, pmax, hmax, inv_l = adapt
+    dref = st[c, 0]
+    if first:
+        st[c, 0] = dref + gain * inv_l
+    else:
+        f = 1.0
+        if dref > 0.0:
+            f = still if gain == 0.0 else math.exp(min(rate * (gain / dref - 1.0), hmax))
+        p[i, c] = min(max(p[i, c] * f, pmin), pmax)
+        st[c, 0] = (1.0 - inv_l) * dref + gain * inv_l
+
+
 @kernel
 def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
     """Dual coordinate descent visits (spec §2.8): LIBLINEAR's coordinate step, the gain of
@@ -189,73 +268,17 @@ def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
         Per model ``[Δ_ref, PG max, PG min, Σ α, ½ Σ D α²]``: Δ_ref and the sums carried
         over calls, the PG extremes over this epoch's visits.
     """
+    # W and wb are unpacked here and passed on: with the tuple unpacked in the loop (in
+    # _visit), numba 0.68.1 compiled the visits without the step's update of wb (_jit.py)
     W, wb = model
-    pos, Cp, Cn, l2, B = prob
-    first, rate, pmin, pmax, hmax, inv_l = adapt
-    k = pos.shape[0]
+    k = prob[0].shape[0]
     # the factor of a visit without gain: exp(min(c·(0/Δ_ref − 1), hmax)) = exp(−c)
-    still = math.exp(-rate)
+    still = math.exp(-adapt[1])
     for t in range(n):
-        if t + _AHEAD_STATE < n:
-            v = codes[t + _AHEAD_STATE]
-            s2 = v % NSRC
-            rc2 = v // NSRC
-            i2, c2 = (rc2, 0) if k == 1 else (rc2 // k, rc2 % k)
-            prefetch(Xs[s2][0], i2)
-            prefetch(ys[s2], i2)
-            prefetch2(alphas[s2], i2, c2)
-            prefetch2(ps[s2], i2, c2)
-        if t + _AHEAD < n:
-            ahead = codes[t + _AHEAD] // NSRC
-            prefetch_row(Xs[codes[t + _AHEAD] % NSRC], unit, ahead if k == 1 else ahead // k)
-        code = codes[t]
-        s = code % NSRC
-        rc = code // NSRC
-        c = 0
-        i = rc
-        if k > 1:                 # (one model: no division by a runtime k)
-            c = rc % k
-            i = rc // k
-        X = Xs[s]
-        alpha = alphas[s]
-        p = ps[s]
-        yi = 1.0 if ys[s][i] == pos[c] else -1.0
-        Ci = Cp[c] if yi > 0 else Cn[c]
-        D = 0.5 / Ci if l2 else 0.0
-        U = np.inf if l2 else Ci
-        dot, sq = row_dot_sq(X, unit, i, W, c)
-        q = sq + B * B + D
-        a = alpha[i, c]
-        G = yi * (dot + wb[c] * B) - 1.0 + D * a
-        PG = G
-        if a == 0.0:
-            PG = min(G, 0.0)
-        elif a == U:
-            PG = max(G, 0.0)
-        if PG > st[c, 1]:
-            st[c, 1] = PG
-        if PG < st[c, 2]:
-            st[c, 2] = PG
-        gain = 0.0
-        if abs(PG) > 1e-12:
-            an = _step(G, a, q, U)
-            mu = an - a
-            if mu != 0.0:
-                alpha[i, c] = an
-                row_axpy(X, unit, i, mu * yi, W, c)
-                wb[c] += mu * yi * B
-                st[c, 3] += mu
-                st[c, 4] += 0.5 * D * (an * an - a * a)
-                gain = max(-mu * (G + 0.5 * mu * q), 0.0)
-        dref = st[c, 0]
-        if first:
-            st[c, 0] = dref + gain * inv_l
-        else:
-            f = 1.0
-            if dref > 0.0:
-                f = still if gain == 0.0 else math.exp(min(rate * (gain / dref - 1.0), hmax))
-            p[i, c] = min(max(p[i, c] * f, pmin), pmax)
-            st[c, 0] = (1.0 - inv_l) * dref + gain * inv_l
+        _prefetch_ahead(Xs, ys, alphas, ps, codes, t, n, unit, k)
+        s, i, c = _decode(codes[t], k)
+        gain = _visit(Xs[s], unit, ys[s], i, c, alphas[s], W, wb, prob, st)
+        _adapt(ps[s], i, c, gain, adapt, still, st)
 
 
 @kernel

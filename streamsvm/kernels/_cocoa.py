@@ -17,9 +17,7 @@ Before a row's step its contribution to the certificate at the pass's start is a
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._csr import row_dots2, row_sq_norm
+from ._csr import row_axpy, row_dots2, row_sq_norm
 from ._jit import kernel
 
 __all__ = ["cocoa_rows"]
@@ -49,7 +47,6 @@ def cocoa_rows(X, unit, y, order, model, W, sigma, alpha, out_tmp, out_dW, out_s
         Added to: ``Σ C loss(w)``, ``Σ α``, ``Σ D α²/2`` (at the pass's start).
     """
     pos, Cp, Cn, squared, B = model
-    indptr, indices, data = X
     k = W.shape[1]
     d = W.shape[0] - 1
     m0 = out_tmp[0]
@@ -82,6 +79,5 @@ def cocoa_rows(X, unit, y, order, model, W, sigma, alpha, out_tmp, out_dW, out_s
             if delta != 0.0:
                 alpha[i, c] = na
                 g = delta * yc
-                for p in range(indptr[i], indptr[i + 1]):
-                    out_dW[indices[p], c] += g * (1.0 if unit else np.float64(data[p]))
+                row_axpy(X, unit, i, g, out_dW, c)
                 out_dW[d, c] += g * B

@@ -42,9 +42,8 @@ from ._jit import kernel_inline
 
 __all__ = [
     "w_at", "w_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2",
-    "row_axpys",
-    "row_sq_norm", "row_inf_sq",
-    "row_sq_axpy", "row_outer_add",
+    "row_axpys", "row_axpys_cols", "row_sq_axpy", "row_gather",
+    "row_sq_norm", "row_inf_sq", "row_outer_add",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
     "csr_take_rows", "take_rows", "kept_rows", "csr_check", "indptr_check", "values_within",
 ]
@@ -193,6 +192,49 @@ def row_axpys(X, unit, i, a, out_W):
 
 
 @kernel_inline
+def row_axpys_cols(X, unit, i, a, cols, m, out_W):
+    """``out_W[:, c] += a[c] · x_i`` for the columns ``c`` in ``cols[:m]`` only, one read of
+    the row (a step that changed a few of many models' coefficients)."""
+    indptr, indices, data = X
+    for p in range(indptr[i], indptr[i + 1]):
+        x = 1.0 if unit else np.float64(data[p])
+        j = indices[p]
+        for t in range(m):
+            out_W[j, cols[t]] += x * a[cols[t]]
+
+
+@kernel_inline
+def row_sq_axpy(X, unit, i, a, out_W, c):
+    """``out_W[:, c] += a · x_i²`` entrywise (``a · x_ij · x_ij``: a diagonal's share of
+    ``a x_i x_iᵀ``; ``out_W`` as :func:`row_axpy`)."""
+    indptr, indices, data = X
+    if unit:
+        for p in range(indptr[i], indptr[i + 1]):
+            w_add(out_W, indices[p], c, a)
+    else:
+        for p in range(indptr[i], indptr[i + 1]):
+            v = np.float64(data[p])
+            w_add(out_W, indices[p], c, a * v * v)
+
+
+@kernel_inline
+def row_gather(X, unit, i, amap, c, out_pos, out_val):
+    """The entries of row ``i`` whose feature ``j`` has a place ``amap[j, c] ≥ 0`` (−1: left
+    out), in row order: their places into ``out_pos``, their values (float64) into
+    ``out_val``; returns how many. ``amap`` (n_features, k) int, or a d-vector (``c``
+    ignored, :func:`w_at`)."""
+    indptr, indices, data = X
+    m = 0
+    for p in range(indptr[i], indptr[i + 1]):
+        a = w_at(amap, indices[p], c)
+        if a >= 0:
+            out_pos[m] = a
+            out_val[m] = 1.0 if unit else np.float64(data[p])
+            m += 1
+    return m
+
+
+@kernel_inline
 def row_sq_norm(X, unit, i, s0):
     """``s0 + ‖x_i‖²`` (summed in row order after ``s0``)."""
     indptr, indices, data = X
@@ -220,19 +262,6 @@ def row_inf_sq(X, unit, i):
         if abs(v) > m:
             m = abs(v)
     return m, q
-
-
-@kernel_inline
-def row_sq_axpy(X, unit, i, a, out_W, c):
-    """``out_W[j, c] += a · x_ij²`` for the row's entries (``out_W`` as :func:`row_axpy`):
-    e.g. ``diag(Xᵀ X)``, a Jacobi preconditioner, summed row by row."""
-    if unit:                                  # x_ij² = x_ij = 1
-        row_axpy(X, unit, i, a, out_W, c)
-        return
-    indptr, indices, data = X
-    for p in range(indptr[i], indptr[i + 1]):
-        v = np.float64(data[p])
-        w_add(out_W, indices[p], c, a * v * v)
 
 
 @kernel_inline

@@ -8,6 +8,12 @@ and the dual CD sweep several times slower in microbenchmarks while this module 
 (not re-measured by a tool in tools/). If a future numba drops the option,
 kernels compile normally (slower, still correct). Kernels that allocate arrays must use
 plain ``numba.njit(cache=True, nogil=True)``.
+
+``inline="always"`` can miscompile without a word: numba 0.68.1 (with or without NRT) built
+a version of ``avsf_visits`` that unpacked its ``model`` tuple inside the visit loop, next to
+several inlined helpers, without the statements that update ``wb`` after the step — wrong
+models, no error. Check a change to a kernel's structure bit for bit
+(``tools/solver_identity.py``), not only by tests with tolerances.
 """
 
 from __future__ import annotations

@@ -45,6 +45,63 @@ def _clip_u(r, mu, s):
     return r / t
 
 
+@kernel_inline
+def _smoothed(r, mu, s, squared):
+    """``(u, h, loss)`` of a row at residual ``r = 1 − m`` (module doc): the hinge's ``u``,
+    its smoothing ``h_μ`` and ``max(0, r)``, or ``(r, r², r²)`` for the squared residual."""
+    if squared:
+        return r, r * r, r * r
+    u = _clip_u(r, mu, s)
+    return u, u * r - 0.5 * mu * s * u * u, (r if r > 0.0 else 0.0)
+
+
+@kernel_inline
+def _model_terms(c, C, r, rv, s, norm, model, two, out_s, out_slack):
+    """Model ``c``'s terms of a row of cost ``C`` at residual ``r`` (and ``rv`` at the second
+    point when ``two``), with ``s̄_i = s`` and ``‖x̄_i‖ = norm``: added to ``out_s[c]``, the
+    screening slack lowered in ``out_slack[c]``; returns ``u``."""
+    mu, squared = model[3][c], model[5]
+    slack = -r / norm if norm > 0.0 else -math.inf
+    if slack < out_slack[c]:
+        out_slack[c] = slack
+    u, h, loss = _smoothed(r, mu, s, squared)
+    if not squared and 0.0 < u < 1.0:
+        out_s[c, 4] += 1.0
+    if u != 0.0:
+        out_s[c, 5] += 1.0
+    out_s[c, 0] += C * h
+    out_s[c, 1] += C * loss
+    out_s[c, 2] += C * u
+    out_s[c, 3] += C * s * u * u
+    if two and squared:
+        out_s[c, 6] += C * rv * rv
+        out_s[c, 7] += C * rv * rv
+    elif two:
+        _, hv, lossv = _smoothed(rv, mu, s, False)
+        out_s[c, 6] += C * hv
+        out_s[c, 7] += C * lossv
+    return u
+
+
+@kernel_inline
+def _add_gradient(X, unit, i, B, coef, out_G, out_P):
+    """``out_G[:, c] += coef[c] x̄_i``; when ``out_P`` is not empty, the same over the
+    positive ``coef[c]`` into ``out_P``, and those ``coef[c]`` into its last row
+    (``coef`` is left clipped at 0)."""
+    k = out_G.shape[1]
+    d = out_G.shape[0] - 1
+    row_axpys(X, unit, i, coef, out_G)
+    for c in range(k):
+        out_G[d, c] += B * coef[c]
+    if out_P.shape[0] > 0:          # the positive side alone (coef > 0 there)
+        for c in range(k):
+            coef[c] = coef[c] if coef[c] > 0.0 else 0.0
+            out_P[d + 1, c] += coef[c]
+        row_axpys(X, unit, i, coef, out_P)
+        for c in range(k):
+            out_P[d, c] += B * coef[c]
+
+
 @kernel
 def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, out_P):
     """One block of an optimal-gradient round (module doc).
@@ -75,15 +132,11 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, o
         ``Σ C u x̄`` (the first n_features + 1 rows) and ``Σ C u`` (the last): the positive
         side of ``out_G``, from which the solver rescales the dual point to ``Σ α y = 0``.
     """
-    pos, Cp, Cn, mu, B, squared = model
+    pos, Cp, Cn, B = model[0], model[1], model[2], model[4]
     k = W.shape[1]
     d = W.shape[0] - 1
-    n = X[0].shape[0] - 1
-    mw = out_tmp[0]
-    mv = out_tmp[1]
-    coef = out_tmp[2]
-    sides = out_P.shape[0] > 0
-    for i in range(n):
+    mw, mv, coef = out_tmp[0], out_tmp[1], out_tmp[2]
+    for i in range(X[0].shape[0] - 1):
         if two:
             row_dots2(X, unit, i, W, V, mw, mv)
         else:
@@ -97,47 +150,13 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, o
             yc = 1.0 if y[i] == pos[c] else -1.0
             C = Cp[c] if yc > 0 else Cn[c]
             r = 1.0 - yc * (mw[c] + B * W[d, c])
-            slack = -r / norm if norm > 0.0 else -math.inf
-            if slack < out_slack[c]:
-                out_slack[c] = slack
-            if squared:
-                u = r
-                h = r * r
-                loss = h
-            else:
-                u = _clip_u(r, mu[c], s)
-                h = u * r - 0.5 * mu[c] * s * u * u
-                loss = r if r > 0.0 else 0.0
-                if 0.0 < u < 1.0:
-                    out_s[c, 4] += 1.0
-            if u != 0.0:
-                out_s[c, 5] += 1.0
-                any_u = True
-            out_s[c, 0] += C * h
-            out_s[c, 1] += C * loss
-            out_s[c, 2] += C * u
-            out_s[c, 3] += C * s * u * u
+            rv = 1.0 - yc * (mv[c] + B * V[d, c]) if two else 0.0
+            u = _model_terms(c, C, r, rv, s, norm, model, two, out_s, out_slack)
             coef[c] = C * u * yc
-            if two:
-                rv = 1.0 - yc * (mv[c] + B * V[d, c])
-                if squared:
-                    out_s[c, 6] += C * rv * rv
-                    out_s[c, 7] += C * rv * rv
-                else:
-                    uv = _clip_u(rv, mu[c], s)
-                    out_s[c, 6] += C * (uv * rv - 0.5 * mu[c] * s * uv * uv)
-                    out_s[c, 7] += C * (rv if rv > 0.0 else 0.0)
+            if u != 0.0:
+                any_u = True
         if any_u:
-            row_axpys(X, unit, i, coef, out_G)
-            for c in range(k):
-                out_G[d, c] += B * coef[c]
-            if sides:                   # the positive side alone (coef > 0 there)
-                for c in range(k):
-                    coef[c] = coef[c] if coef[c] > 0.0 else 0.0
-                    out_P[d + 1, c] += coef[c]
-                row_axpys(X, unit, i, coef, out_P)
-                for c in range(k):
-                    out_P[d, c] += B * coef[c]
+            _add_gradient(X, unit, i, B, coef, out_G, out_P)
 
 
 @kernel

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
+from ._csr import row_gather
 from ._jit import kernel, kernel_inline
 
 __all__ = ["smooth_hinge", "newton_rows", "newton_hess_add", "symmetrize_lower"]
@@ -135,11 +134,10 @@ def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
     at least the longest row + 1, and curvatures (L,) float64. Rows are added one by one
     into ``out_H``, so the sum does not depend on how the rows are cut into blocks.
     """
-    indptr, indices, data = X
     posb, valb, hb = scratch
     d = amap.shape[0] - 1
     L = h.shape[0]
-    for i in range(len(indptr) - 1):
+    for i in range(len(X[0]) - 1):
         for c in range(amap.shape[1]):
             any_h = False
             for lv in range(L):
@@ -151,13 +149,7 @@ def newton_hess_add(X, unit, B, h, cutoff, amap, scratch, out_H):
                     any_h = True
             if not any_h:
                 continue
-            m = 0
-            for p in range(indptr[i], indptr[i + 1]):
-                a = amap[indices[p], c]
-                if a >= 0:
-                    posb[m] = a
-                    valb[m] = 1.0 if unit else np.float64(data[p])
-                    m += 1
+            m = row_gather(X, unit, i, amap, c, posb, valb)
             if B != 0.0 and amap[d, c] >= 0:
                 posb[m] = amap[d, c]
                 valb[m] = B

@@ -23,9 +23,7 @@ tol·|P(w̄)|`` (or after ``max_steps`` Newton steps) and returns the primal poi
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._csr import row_axpy, row_dot
+from ._csr import row_axpy, row_dot, row_sq_axpy
 from ._jit import kernel, kernel_inline
 
 __all__ = ["sqh_newton"]
@@ -62,7 +60,6 @@ def _gradient(X, unit, B, yc, cost, z, w, rows, coef, out_g, out_h):
     m = 0
     loss = 0.0
     asum = 0.0
-    indptr, indices, data = X
     for i in range(len(z)):
         r = 1.0 - z[i]
         if r > 0.0:
@@ -73,13 +70,7 @@ def _gradient(X, unit, B, yc, cost, z, w, rows, coef, out_g, out_h):
             rows[m] = i
             coef[m] = c2
             m += 1
-            if unit:
-                for p in range(indptr[i], indptr[i + 1]):
-                    out_h[indices[p], 0] += c2
-            else:
-                for p in range(indptr[i], indptr[i + 1]):
-                    v = np.float64(data[p])
-                    out_h[indices[p], 0] += c2 * v * v
+            row_sq_axpy(X, unit, i, c2, out_h, 0)
             out_h[d1 - 1, 0] += c2 * B * B
     return m, loss, asum
 
@@ -92,6 +83,73 @@ def _hess_vec(X, unit, B, rows, coef, m, v, out):
     for t in range(m):
         i = rows[t]
         _xaxpy(X, unit, i, coef[t] * _xdot(X, unit, i, v, B), B, out)
+
+
+@kernel_inline
+def _gap(w, g, loss, asum):
+    """``(P(w̄), D(α), ‖w̄‖², ‖g‖²)`` at ``α_i = 2 C_i max(0, 1 − z_i)`` (module doc):
+    ``v = w̄ − g`` and ``Σ α²/(4C) = loss``."""
+    wn = _dot(w, w)
+    gn = _dot(g, g)
+    vv = wn - 2.0 * _dot(w, g) + gn
+    return 0.5 * wn + loss, asum - 0.5 * vv - loss, wn, gn
+
+
+@kernel_inline
+def _cg(X, unit, B, rows, coef, m, g, h, vecs, cg_steps, gn):
+    """Conjugate gradient on ``H s = −g`` preconditioned by the diagonal ``h``, from ``s =
+    0`` to ``‖r‖ ≤ 0.1 ‖g‖`` (``gn = ‖g‖²``) or ``50 (d + 1)`` CG steps in all (``cg_steps``
+    before): ``s`` into ``vecs[2]``; returns the CG steps in all."""
+    s, r, p, q = vecs[2], vecs[3], vecs[4], vecs[5]
+    d1 = s.shape[0]
+    for j in range(d1):
+        s[j, 0] = 0.0
+        r[j, 0] = -g[j, 0]
+        p[j, 0] = r[j, 0] / h[j, 0]
+    rz = _dot(r, p)
+    while True:
+        _hess_vec(X, unit, B, rows, coef, m, p, q)
+        cg_steps += 1
+        a = rz / _dot(p, q)
+        rr = 0.0
+        for j in range(d1):
+            s[j, 0] += a * p[j, 0]
+            r[j, 0] -= a * q[j, 0]
+            rr += r[j, 0] * r[j, 0]
+        if rr <= 0.01 * gn or cg_steps > 50 * d1:
+            return cg_steps
+        rz_new = 0.0
+        for j in range(d1):
+            rz_new += r[j, 0] * r[j, 0] / h[j, 0]
+        beta = rz_new / rz
+        rz = rz_new
+        for j in range(d1):
+            p[j, 0] = r[j, 0] / h[j, 0] + beta * p[j, 0]
+
+
+@kernel_inline
+def _armijo(X, unit, B, yc, cost, z, u, w, g, s, wn, primal):
+    """Armijo backtracking on the exact ``P(w̄ + t s)`` from ``t = 1`` (one read of the rows
+    for ``u_i = y_i x̄_i·s``, then each trial costs O(n)); ``w̄`` and the margins ``z`` moved
+    by the step ``t`` found."""
+    n = z.shape[0]
+    for i in range(n):
+        u[i] = yc[i] * _xdot(X, unit, i, s, B)
+    ws, ss, gs = _dot(w, s), _dot(s, s), _dot(g, s)
+    t = 1.0
+    for _ in range(30):
+        lt = 0.0
+        for i in range(n):
+            e = 1.0 - z[i] - t * u[i]
+            if e > 0.0:
+                lt += cost[i] * e * e
+        if 0.5 * wn + t * ws + 0.5 * t * t * ss + lt <= primal + 0.01 * t * gs:
+            break
+        t *= 0.5
+    for j in range(w.shape[0]):
+        w[j, 0] += t * s[j, 0]
+    for i in range(n):
+        z[i] += t * u[i]
 
 
 @kernel
@@ -117,78 +175,26 @@ def sqh_newton(X, unit, y, model, w, control, work, out):
     """
     label, Cp, Cn, B = model
     tol, max_steps = control
-    rows, coef, u, yc, cost, z = (work[0], work[1][0], work[1][1], work[1][2], work[1][3],
-                                  work[1][4])
-    g, h, s, r, p, q = work[2][0], work[2][1], work[2][2], work[2][3], work[2][4], work[2][5]
+    rows, vecs = work[0], work[2]
+    coef, u, yc, cost, z = work[1][0], work[1][1], work[1][2], work[1][3], work[1][4]
+    g, h = vecs[0], vecs[1]
     alpha, margin, info = out
     n = len(y)
-    d1 = w.shape[0]
     for i in range(n):
         yc[i] = 1.0 if y[i] == label else -1.0
         cost[i] = Cp if y[i] == label else Cn
-    for i in range(n):
         z[i] = yc[i] * _xdot(X, unit, i, w, B)
-    visits = n
-    steps = 0
-    cg_steps = 0
+    visits, steps, cg_steps = n, 0, 0
     while True:
         m, loss, asum = _gradient(X, unit, B, yc, cost, z, w, rows, coef, g, h)
         visits += m
-        wn = _dot(w, w)
-        gn = _dot(g, g)
-        primal = 0.5 * wn + loss
-        # the dual at α: v = w̄ − g, Σ α²/(4C) = loss
-        vv = wn - 2.0 * _dot(w, g) + gn
-        dual = asum - 0.5 * vv - loss
+        primal, dual, wn, gn = _gap(w, g, loss, asum)
         if primal - dual <= tol * abs(primal) or steps >= max_steps or gn == 0.0:
             break
-        # preconditioned CG on H s = −g
-        for j in range(d1):
-            s[j, 0] = 0.0
-            r[j, 0] = -g[j, 0]
-            p[j, 0] = r[j, 0] / h[j, 0]
-        rz = 0.0
-        for j in range(d1):
-            rz += r[j, 0] * p[j, 0]
-        stop = 0.01 * gn                         # ‖r‖ ≤ 0.1 ‖g‖
-        while True:
-            _hess_vec(X, unit, B, rows, coef, m, p, q)
-            visits += m
-            cg_steps += 1
-            a = rz / _dot(p, q)
-            rr = 0.0
-            for j in range(d1):
-                s[j, 0] += a * p[j, 0]
-                r[j, 0] -= a * q[j, 0]
-                rr += r[j, 0] * r[j, 0]
-            if rr <= stop or cg_steps > 50 * d1:
-                break
-            rz_new = 0.0
-            for j in range(d1):
-                rz_new += r[j, 0] * r[j, 0] / h[j, 0]
-            beta = rz_new / rz
-            rz = rz_new
-            for j in range(d1):
-                p[j, 0] = r[j, 0] / h[j, 0] + beta * p[j, 0]
-        # Armijo on P(w̄ + t s), exact along the line
-        for i in range(n):
-            u[i] = yc[i] * _xdot(X, unit, i, s, B)
-        visits += n
-        ws, ss, gs = _dot(w, s), _dot(s, s), _dot(g, s)
-        t = 1.0
-        for _ in range(30):
-            lt = 0.0
-            for i in range(n):
-                e = 1.0 - z[i] - t * u[i]
-                if e > 0.0:
-                    lt += cost[i] * e * e
-            if 0.5 * wn + t * ws + 0.5 * t * t * ss + lt <= primal + 0.01 * t * gs:
-                break
-            t *= 0.5
-        for j in range(d1):
-            w[j, 0] += t * s[j, 0]
-        for i in range(n):
-            z[i] += t * u[i]
+        before = cg_steps
+        cg_steps = _cg(X, unit, B, rows, coef, m, g, h, vecs, cg_steps, gn)
+        _armijo(X, unit, B, yc, cost, z, u, w, g, vecs[2], wn, primal)
+        visits += m * (cg_steps - before) + n
         steps += 1
     for i in range(n):
         e = 1.0 - z[i]

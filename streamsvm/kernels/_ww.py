@@ -23,9 +23,7 @@ column of slot ``s``. ``W`` has shape (n_features + 1, k), the bias weights in t
 
 from __future__ import annotations
 
-import numpy as np
-
-from ._csr import row_axpys, row_dots, row_dots2
+from ._csr import row_axpys, row_axpys_cols, row_dots, row_dots2
 from ._jit import kernel, kernel_inline
 
 __all__ = ["walrus", "ww_cocoa", "ww_epoch", "ww_scores_loss"]
@@ -66,6 +64,53 @@ def _pop_to(heap, size, vs, P, popped, j):
     return size, popped
 
 
+@kernel_inline
+def _heap_above(v, lo, heap):
+    """The entries of ``v`` above ``lo`` as a max-heap in ``heap`` (O(p)); returns their
+    number ``p``."""
+    p = 0
+    for j in range(v.shape[0]):
+        if v[j] > lo:
+            heap[p] = v[j]
+            p += 1
+    for start in range((p - 2) // 2, -1, -1):
+        _sift_down(heap, start, p)
+    return p
+
+
+@kernel_inline
+def _root(heap, p, C, vs, P):
+    """The root ``γ`` of ``φ`` from the heap of the ``p > 0`` positive entries: the ENTRY
+    breakpoints ``v_j`` and the EXIT breakpoints ``v_j − C`` merged in descending order,
+    up to the first linear piece whose root lies at or above the next breakpoint (module
+    doc). ``vs`` and ``P`` (``P[0] = 0``) receive the values popped and their prefix sums."""
+    size, popped = _pop_to(heap, p, vs, P, 0, 0)
+    ie = 0
+    ix = 0
+    while True:
+        # vs[ix] is known (ix ≤ ie); its EXIT exists when vs[ix] > C, and comes only after
+        # its own ENTRY (ix < ie): the spec's tie-break alone lets it come first when C is
+        # below v's rounding (v − C == v), and m = −1 divides by zero
+        if ie < p:
+            size, popped = _pop_to(heap, size, vs, P, popped, ie)
+        if ix < ie and vs[ix] > C and (ie == p or vs[ix] - C >= vs[ie]):
+            ix += 1                             # EXIT: ⟨n+1⟩ joins the upper bound
+        else:
+            ie += 1                             # ENTRY: ⟨n+m+1⟩ joins the free set
+        n = ix
+        m = ie - ix
+        gam = (C * n + P[ie] - P[ix]) / (m + 1)
+        nxt = 0.0                               # the next breakpoint, floored at 0
+        if ie < p:
+            size, popped = _pop_to(heap, size, vs, P, popped, ie)
+            if vs[ie] > nxt:
+                nxt = vs[ie]
+        if ix < ie and vs[ix] > C and vs[ix] - C > nxt:
+            nxt = vs[ix] - C
+        if gam >= nxt:
+            return gam
+
+
 @kernel
 def walrus(v, C, out_b, scratch, lo=0.0):
     """The exact minimizer of ``½‖b‖² + ½(1ᵀb)² − vᵀb`` over ``[0, C]^{k−1}`` (module doc).
@@ -94,48 +139,15 @@ def walrus(v, C, out_b, scratch, lo=0.0):
         ``γ = Σ_j b_j``, recomputed from ``out_b``.
     """
     heap, vs, P = scratch
-    m1 = v.shape[0]
-    p = 0
-    for j in range(m1):
-        if v[j] > lo:
-            heap[p] = v[j]
-            p += 1
+    p = _heap_above(v, lo, heap)
     if p == 0:                                  # Lemma A.9(3): b = 0
-        for j in range(m1):
+        for j in range(v.shape[0]):
             out_b[j] = 0.0
         return 0.0
-    for start in range((p - 2) // 2, -1, -1):
-        _sift_down(heap, start, p)
-    size, popped = p, 0
     P[0] = 0.0
-    size, popped = _pop_to(heap, size, vs, P, popped, 0)
-    ie = 0
-    ix = 0
-    gam = 0.0
-    while True:
-        # vs[ix] is known (ix ≤ ie); its EXIT exists when vs[ix] > C, and comes only after
-        # its own ENTRY (ix < ie): the spec's tie-break alone lets it come first when C is
-        # below v's rounding (v − C == v), and m = −1 divides by zero
-        if ie < p:
-            size, popped = _pop_to(heap, size, vs, P, popped, ie)
-        if ix < ie and vs[ix] > C and (ie == p or vs[ix] - C >= vs[ie]):
-            ix += 1                             # EXIT: ⟨n+1⟩ joins the upper bound
-        else:
-            ie += 1                             # ENTRY: ⟨n+m+1⟩ joins the free set
-        n = ix
-        m = ie - ix
-        gam = (C * n + P[ie] - P[ix]) / (m + 1)
-        nxt = 0.0                               # the next breakpoint, floored at 0
-        if ie < p:
-            size, popped = _pop_to(heap, size, vs, P, popped, ie)
-            if vs[ie] > nxt:
-                nxt = vs[ie]
-        if ix < ie and vs[ix] > C and vs[ix] - C > nxt:
-            nxt = vs[ix] - C
-        if gam >= nxt:
-            break
+    gam = _root(heap, p, C, vs, P)
     total = 0.0
-    for j in range(m1):
+    for j in range(v.shape[0]):
         b = v[j] - gam
         b = 0.0 if b < 0.0 else (C if b > C else b)
         out_b[j] = b
@@ -162,25 +174,16 @@ def _ww_loss(z, y, k):
 
 
 @kernel_inline
-def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
-    """The exact step of row ``i``'s block of the dual at scores ``z`` (bias included) with
-    curvature ``qi`` (``‖x̄_i‖²``, times ``σ'`` in CoCoA+): ``β_i`` and ``γ_i`` updated, ``dW``
-    (k,) set to the change of the row's coefficients in W's columns, ``out[3]`` raised to the
-    largest projected gradient. Returns 0 when the row is skipped (β = 0 and every margin ≥
-    1: no solve), 1 when β did not change, 2 when it did, 3 when ``x̄_i = 0`` (spec §7.5:
-    β = C exactly, W does not move)."""
-    k = z.shape[0]
-    if qi == 0.0:
-        for s in range(k - 1):
-            beta[i, s] = Ci
-        gamma[i] = Ci * (k - 1)
-        return 3
+def _slot_values(i, yi, Ci, qi, z, beta, gi, v, out):
+    """The unconstrained point of row ``i``'s block, ``v_s = β_is + γ_i − g_s/q_i`` for each
+    slot ``s`` (``g_s`` the D2 gradient at scores ``z``), into ``v``; ``out[3]`` raised to
+    the largest projected-gradient entry. Returns ``(Σ_s clip_C(v_s − γ_i), some v_s >
+    0)``: ``φ(γ_i) = γ_i −`` the first."""
     zy = z[yi]
-    gi = gamma[i]
     pos = False
     pgmax = out[3]                              # (a local: no store to out per slot)
-    above = 0.0                                 # Σ_j clip_C(v_j − γ_i): φ(γ_i) = γ_i − above
-    for s in range(k - 1):
+    above = 0.0
+    for s in range(z.shape[0] - 1):
         c = _slot_class(s, yi)
         g = (zy - z[c]) - 1.0                   # the D2 gradient of slot s
         bs = beta[i, s]
@@ -194,18 +197,31 @@ def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
         if vs_ > 0.0:
             pos = True
     out[3] = pgmax
-    if gi == 0.0 and not pos:                   # β_i = 0 and every margin ≥ 1: b = 0
-        return 0
-    # The root γ of φ moves little from γ_i once the row settles: φ has slope ≥ 1, so
-    # φ(γ_i) ≤ δ/2 gives φ(γ_i − δ) < 0 and γ > γ_i − δ (δ far above φ's rounding error),
-    # and Walrus can leave every v_j ≤ γ_i − δ out of its heap (with 1,000 classes nearly
-    # all v_j are positive: the heap of all of them was most of a row's time)
+    return above, pos
+
+
+@kernel_inline
+def _root_floor(gi, above):
+    """A lower bound of the root ``γ`` of ``φ`` (0 when none is proven) from the row's
+    previous ``γ_i`` and ``φ(γ_i) = γ_i − above``.
+
+    The root moves little from ``γ_i`` once the row settles: ``φ`` has slope ≥ 1, so
+    ``φ(γ_i) ≤ δ/2`` gives ``φ(γ_i − δ) < 0`` and ``γ > γ_i − δ`` (δ far above ``φ``'s
+    rounding error), and Walrus can leave every ``v_j ≤ γ_i − δ`` out of its heap (with
+    1,000 classes nearly all ``v_j`` are positive: the heap of all of them was most of a
+    row's time)."""
     delta = 1e-9 * (gi + above)
     lo = gi - delta if gi > 0.0 and gi - above <= 0.5 * delta else 0.0
-    gnew = walrus(v, Ci, b, (heap, vs, P), max(lo, 0.0))
+    return max(lo, 0.0)
+
+
+@kernel_inline
+def _take_step(i, yi, b, beta, dW):
+    """``β_i ← b``; ``dW`` (k,) set to the change of the row's coefficients in W's
+    columns (module doc). Returns whether ``β_i`` changed."""
     changed = False
     tot = 0.0
-    for s in range(k - 1):
+    for s in range(beta.shape[1]):
         delta = b[s] - beta[i, s]
         dW[_slot_class(s, yi)] = -delta
         tot += delta
@@ -213,6 +229,29 @@ def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
             changed = True
         beta[i, s] = b[s]
     dW[yi] = tot
+    return changed
+
+
+@kernel_inline
+def _ww_row(i, yi, Ci, qi, z, beta, gamma, v, b, dW, heap, vs, P, out):
+    """The exact step of row ``i``'s block of the dual at scores ``z`` (bias included) with
+    curvature ``qi`` (``‖x̄_i‖²``, times ``σ'`` in CoCoA+): ``β_i`` and ``γ_i`` updated, ``dW``
+    (k,) set to the change of the row's coefficients in W's columns, ``out[3]`` raised to the
+    largest projected gradient. Returns 0 when the row is skipped (β = 0 and every margin ≥
+    1: no solve), 1 when β did not change, 2 when it did, 3 when ``x̄_i = 0`` (spec §7.5:
+    β = C exactly, W does not move)."""
+    k = z.shape[0]
+    if qi == 0.0:
+        for s in range(k - 1):
+            beta[i, s] = Ci
+        gamma[i] = Ci * (k - 1)
+        return 3
+    gi = gamma[i]
+    above, pos = _slot_values(i, yi, Ci, qi, z, beta, gi, v, out)
+    if gi == 0.0 and not pos:                   # β_i = 0 and every margin ≥ 1: b = 0
+        return 0
+    gnew = walrus(v, Ci, b, (heap, vs, P), _root_floor(gi, above))
+    changed = _take_step(i, yi, b, beta, dW)
     gamma[i] = gnew
     return 2 if changed else 1
 
@@ -231,13 +270,8 @@ def _axpy_changed(X, unit, i, dW, W, cols):
             m += 1
     if 2 * m > k:
         row_axpys(X, unit, i, dW, W)
-        return
-    indptr, indices, data = X
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for t in range(m):
-            W[j, cols[t]] += x * dW[cols[t]]
+    else:
+        row_axpys_cols(X, unit, i, dW, cols, m, W)
 
 
 @kernel

@@ -8,9 +8,10 @@ import scipy.sparse as sp
 
 from streamsvm.kernels import (csr_check, csr_matmat, csr_matvec, csr_rmatmat_add,
                                csr_rmatvec_add, csr_take_rows, indptr_check, kept_rows,
-                               row_axpy, row_axpys, row_dot, row_dots, row_sq_norm, w_at,
-                               row_sq_norms, take_rows, values_within)
-from streamsvm.kernels._csr import row_outer_add, row_sq_axpy
+                               row_axpy, row_axpys, row_axpys_cols, row_dot, row_dots,
+                               row_gather, row_sq_axpy, row_sq_norm, w_at, row_sq_norms,
+                               take_rows, values_within)
+from streamsvm.kernels._csr import row_outer_add
 
 DTYPES = [(np.int32, np.float64), (np.int32, np.float32), (np.int64, np.float64),
           (np.int64, np.float32)]
@@ -107,6 +108,58 @@ def test_row_squares_and_outer_products(csr):
     np.testing.assert_allclose(H[:d, :d], 1.0 + (S.T @ S).toarray(), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(H[d], 1.0)
     np.testing.assert_array_equal(H[:, d], 1.0)
+
+
+def test_row_axpys_cols_adds_to_the_listed_columns_only(csr):
+    X, S = csr
+    unit = _unit(X)
+    a = np.array([1.5, -2.0, 0.25, 3.0])
+    cols = np.array([3, 0, 2, 1], dtype=np.int64)            # only the first two are listed
+    out_W = np.ones((S.shape[1], 4))
+    for i in range(S.shape[0]):
+        row_axpys_cols(X, unit, i, a, cols, 2, out_W)
+    want = np.ones((S.shape[1], 4))
+    want[:, [0, 3]] += np.outer(np.asarray(S.sum(axis=0)).ravel(), [1.5, 3.0])
+    np.testing.assert_allclose(out_W, want, rtol=1e-12)
+    np.testing.assert_array_equal(out_W[:, [1, 2]], 1.0)
+    # the same bits as every column with the unlisted ones' coefficients 0
+    full = np.ones((S.shape[1], 4))
+    for i in range(S.shape[0]):
+        row_axpys(X, unit, i, np.array([1.5, 0.0, 0.0, 3.0]), full)
+    np.testing.assert_array_equal(out_W, full)
+
+
+def test_row_sq_axpy_adds_the_squared_entries(csr):
+    X, S = csr
+    unit = _unit(X)
+    out_W = np.ones((S.shape[1], 2))
+    out_w = np.ones(S.shape[1])
+    for i in range(S.shape[0]):
+        row_sq_axpy(X, unit, i, 0.5 + i, out_W, 1)
+        row_sq_axpy(X, unit, i, 0.5 + i, out_w, 0)
+    want = 1.0 + S.multiply(S).T @ (0.5 + np.arange(S.shape[0]))
+    np.testing.assert_allclose(out_W[:, 1], want, rtol=1e-12)
+    np.testing.assert_array_equal(out_W[:, 0], 1.0)
+    np.testing.assert_array_equal(out_w, out_W[:, 1])           # a d-vector: the same bits
+
+
+def test_row_gather_keeps_the_mapped_features_in_row_order(csr):
+    X, S = csr
+    unit = _unit(X)
+    d = S.shape[1]
+    amap = np.full((d, 2), -1, dtype=np.int64)
+    amap[::2, 1] = np.arange(0, d, 2) // 2 + 100                # even features: places 100...
+    pos = np.full(d, -7, dtype=np.int64)
+    val = np.full(d, np.nan)
+    for i in range(S.shape[0]):
+        row = S[i]
+        keep = row.indices % 2 == 0
+        m = row_gather(X, unit, i, amap, 1, pos, val)
+        assert m == keep.sum()
+        np.testing.assert_array_equal(pos[:m], row.indices[keep] // 2 + 100)
+        np.testing.assert_array_equal(val[:m], row.data[keep])
+        assert row_gather(X, unit, i, amap, 0, pos, val) == 0  # model 0 maps nothing
+        assert row_gather(X, unit, i, amap[:, 1].copy(), 5, pos, val) == m   # a d-vector
 
 
 def test_block_kernels(csr):
