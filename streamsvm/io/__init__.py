@@ -9,7 +9,9 @@ from ._lock import OutputLock
 from ._memory import InMemoryStore
 from ._parse import parse_block
 from ._source import describe_inputs, iter_blocks
-from ._store import ATTRS_KEY, FORMAT_VERSION, Chunk, Store, StoreMeta, open_store, read_meta
+from ._store import Store
+from ._store_meta import Chunk, StoreMeta
+from ._store_open import ATTRS_KEY, FORMAT_VERSION, open_store, read_meta
 from ._urls import (STDOUT, access_error, is_local, join_url, open_output, output_target,
                     remote_errors, url_to_fs, write_atomic)
 from ._verify import verify_store

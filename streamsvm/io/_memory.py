@@ -13,7 +13,7 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 from ._labels import encode_labels
-from ._store import Chunk, StoreMeta
+from ._store_meta import Chunk, StoreMeta
 
 __all__ = ["InMemoryStore"]
 

@@ -10,7 +10,7 @@ import os
 
 from ..exceptions import (InvalidParameterError, OutputNotWritableError, StoreExistsError,
                           StoreWriteError, StreamSVMError)
-from ._store import ATTRS_KEY, is_bare_group, read_meta
+from ._store_open import ATTRS_KEY, is_bare_group, read_meta
 from ._urls import is_local, join_url, missing_parent, url_to_fs
 
 __all__ = ["prepare_output", "check_output_parent", "check_not_an_input", "write_errors",

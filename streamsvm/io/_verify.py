@@ -22,7 +22,7 @@ import numpy as np
 from ..exceptions import StoreCorruptError, StreamSVMError
 from ._attrs import array_names, array_problem, label_codes, label_counts_problem
 from ._direct import DirectArray
-from ._store import open_meta
+from ._store_open import open_meta
 from ._urls import join_url, url_to_fs
 
 __all__ = ["verify_store"]

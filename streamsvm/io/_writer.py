@@ -21,7 +21,7 @@ from ..exceptions import FormatError, InvalidParameterError
 from ._integrity import crc32c, seal
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._output import prepare_output
-from ._store import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store
+from ._store_open import ATTRS_KEY, FORMAT_VERSION, _zarr_store, open_store
 from ._urls import join_url, url_to_fs
 
 __all__ = ["StoreWriter", "write_store"]

@@ -28,7 +28,7 @@ def assert_csr_equal(a, b):
 def store_arrays(url, storage_options=None):
     """All arrays and the attributes of a store, read with plain zarr."""
     import zarr
-    from streamsvm.io._store import _zarr_store
+    from streamsvm.io._store_open import _zarr_store
     g = zarr.open_group(_zarr_store(str(url), storage_options, "r"), mode="r")
     return {k: g[k][:] for k in g.array_keys()}, dict(g.attrs)
 

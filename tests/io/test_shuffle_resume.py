@@ -13,8 +13,7 @@ import pytest
 
 import streamsvm as ss
 from streamsvm.exceptions import IncompleteStoreError
-from streamsvm.io import convert
-from streamsvm.io._store import read_meta
+from streamsvm.io import convert, read_meta
 
 from ..conftest import shared_dataset
 from .helpers import store_arrays, store_to_csr

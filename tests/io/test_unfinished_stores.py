@@ -17,8 +17,7 @@ import zarr
 import streamsvm as ss
 from streamsvm.cli import main
 from streamsvm.exceptions import IncompleteStoreError, StoreNotFoundError
-from streamsvm.io import convert
-from streamsvm.io._store import read_meta
+from streamsvm.io import convert, read_meta
 from streamsvm.io._writer import StoreWriter
 
 TEXT = "".join(f"{1 if i % 3 else -1} 1:{i % 7 + 1} 4:0.5\n" for i in range(3000))

@@ -13,8 +13,9 @@ import warnings
 import numpy as np
 import pytest
 
-import tools.make_synthetic as ms
 from tools.make_synthetic import hidden_model, make_synthetic
+from tools.synthetic.rows import Generator, _draw_features
+from tools.synthetic.text import _format_g6
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "make_synthetic.py"
@@ -106,7 +107,7 @@ def test_value_formatting_matches_percent_g():
     rng = np.random.default_rng(0)
     scale = 10.0 ** rng.integers(-12, 12, 20000)
     values = np.concatenate([edge, rng.standard_normal(20000) * scale])
-    toks = ms._format_g6(values)
+    toks = _format_g6(values)
     for x, t in zip(values, toks):
         clamped = np.sign(x) * min(max(abs(x), 1e-12), 1e12)
         assert t == "%.6g" % clamped, x
@@ -124,12 +125,12 @@ def test_binary_values_write_only_ones(tmp_path):
 def test_feature_draws_equal_searchsorted():
     rng = np.random.default_rng(1)
     for D, zipf in [(1, 1.1), (2, 0.0), (7, 2.5), (1000, 1.1), (300_000, 1.1)]:
-        gen = ms._Generator(features=D, nnz_per_row=5, classes=2, noise=0.0, zipf=zipf,
-                            binary_values=False, seed=0)
+        gen = Generator(features=D, nnz_per_row=5, classes=2, noise=0.0, zipf=zipf,
+                        binary_values=False, seed=0)
         u = rng.random(50_000)
         u[:3] = [0.0, gen.cdf[0], np.nextafter(1.0, 0.0)]
         f = np.empty(u.size, np.int64)
-        ms._draw_features(u, gen.cdf, gen.guide, f)
+        _draw_features(u, gen.cdf, gen.guide, f)
         np.testing.assert_array_equal(f, np.minimum(np.searchsorted(gen.cdf, u, "right"), D - 1))
 
 
@@ -190,14 +191,14 @@ def test_compressed_output_holds_the_same_bytes(tmp_path, suffix, opener):
 
 def test_failed_run_leaves_no_output(tmp_path, monkeypatch):
     out = tmp_path / "d.svm.gz"
-    real = ms._Generator.block
+    real = Generator.block
 
     def failing(self, b, n):
         if b == 2:
             raise RuntimeError("boom")
         return real(self, b, n)
 
-    monkeypatch.setattr(ms._Generator, "block", failing)
+    monkeypatch.setattr(Generator, "block", failing)
     with pytest.raises(RuntimeError, match="boom"):
         _gen(out, rows=1000, features=50, _block_rows=100)
     assert list(tmp_path.iterdir()) == []

@@ -140,7 +140,7 @@ def libsvm_to_vw(src: str, dst: str, classes, task: str, shuffle_seed=None,
 def prepare_dataset(spec: dict, work: str, *, need_vw: bool) -> dict:
     """Make (or reuse) the store, the text files and the VW copies of one data set."""
     import streamsvm as ss
-    from streamsvm.io._store import read_meta
+    from streamsvm.io import read_meta
     name = spec["name"]
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
