@@ -24,8 +24,8 @@ def test_convert_s3_to_s3_and_read_back(s3, tmp_path):
     fs = s3fs.S3FileSystem(**opts)
     raw = shared_dataset("dna/dna.scale").read_bytes()
     fs.pipe(f"{bucket}/in/dna.svm.gz", gzip.compress(raw))
-    store = convert(f"{bucket}/in/dna.svm.gz", f"{bucket}/dna.zarr", chunk_rows=300,
-                    storage_options=opts)
+    convert(f"{bucket}/in/dna.svm.gz", f"{bucket}/dna.zarr", chunk_rows=300,
+            storage_options=opts)
     local = convert(str(shared_dataset("dna/dna.scale")), str(tmp_path / "l.zarr"),
                     chunk_rows=300)
     again = ss.open_store(f"{bucket}/dna.zarr", storage_options=opts)

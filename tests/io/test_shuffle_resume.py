@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -38,8 +37,8 @@ def test_shuffle_is_a_seeded_permutation(tmp_path):
     yp = store_to_csr(plain)[1]
     assert not np.array_equal(ya, yp) and not np.array_equal(ya, yc)
     # same seed, same budget → identical stores
-    a2 = convert(path, str(tmp_path / "a2.zarr"), chunk_rows=1000, shuffle=True, seed=1,
-                 shuffle_memory=50_000)
+    convert(path, str(tmp_path / "a2.zarr"), chunk_rows=1000, shuffle=True, seed=1,
+            shuffle_memory=50_000)
     arr1, _ = store_arrays(tmp_path / "a.zarr")
     arr2, _ = store_arrays(tmp_path / "a2.zarr")
     for k in arr1:
