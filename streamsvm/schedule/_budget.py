@@ -81,7 +81,10 @@ class Budget:
         return (depth + 2) * self._block_bytes() + held
 
     def _cache_capacity(self) -> int:
-        return self.data_budget - self.state_bytes - self.reserved - self.inflight_bytes
+        """What the block cache may hold: the budget less the states in RAM, the needs
+        :meth:`check_budget` accepted, the reservations and the blocks in flight."""
+        return self.data_budget - self.state_bytes - self._held - self.reserved - \
+            self.inflight_bytes
 
     ALLOCATOR_HEADROOM = 0.25
     """Share of the budget left to the allocator and untracked buffers: blocks of a few MB
@@ -154,8 +157,8 @@ class Budget:
                                         "threads (%d and %d asked), keeping %d decoded inner "
                                         "chunks per array", mb(self.memory), depth, readers,
                                         depth0, readers0, keep)
-                        self._set_read_ahead(depth, keep, readers, helps)
                         self._held = fixed
+                        self._set_read_ahead(depth, keep, readers, helps)
                         return
         needs = dict(needs)
         needs["2 blocks in flight and the inner chunks being decoded"] = self._inflight(0, 1, 1)

@@ -217,7 +217,7 @@ class RowState:
         data = self._data()
         for lo, hi in self._slices():
             data[lo:hi] = value
-            self._drop_rows(lo, hi)
+            self.drop_rows(lo, hi)
 
     def to_array(self) -> np.ndarray:
         """A copy of the whole state, shape ``self.shape`` (for checkpoints)."""
@@ -228,7 +228,7 @@ class RowState:
         array, data = self._checked(array), self._data()
         for lo, hi in self._slices():
             np.copyto(data[lo:hi], array[lo:hi], casting="same_kind")
-            self._drop_rows(lo, hi)
+            self.drop_rows(lo, hi)
 
     FILL_BYTES = 64 << 20
     """Bytes per slice when a whole state is written (:meth:`fill`, :meth:`load_array`)."""
@@ -259,10 +259,12 @@ class RowState:
         process's resident memory. A solver that sweeps a large spilled state block by block
         calls it once a block is done, so the peak RSS holds one block's pages, not the
         whole state's."""
-        self._drop_rows(int(block.row_start), int(block.row_start) + int(block.n_rows))
+        self.drop_rows(int(block.row_start), int(block.row_start) + int(block.n_rows))
 
-    def _drop_rows(self, start: int, stop: int) -> None:
-        """:meth:`drop_pages` of rows ``[start, stop)``."""
+    def drop_rows(self, start: int, stop: int) -> None:
+        """:meth:`drop_pages` of rows ``[start, stop)``: for a solver's own scan of a whole
+        state (outside a sweep), piece by piece, so that a spilled state's file is not
+        mapped whole."""
         base = None if self._array is None else self._array.base
         if not isinstance(base, np.memmap) or getattr(base, "_mmap", None) is None or \
                 not hasattr(mmap, "MADV_DONTNEED"):
@@ -343,6 +345,9 @@ class RemoteRowState(RowState):
                                     self._checked(array).astype(self.dtype, copy=False))
 
     def drop_pages(self, block) -> None:
+        pass
+
+    def drop_rows(self, start: int, stop: int) -> None:
         pass
 
     def flush(self) -> None:

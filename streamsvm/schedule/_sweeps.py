@@ -145,15 +145,20 @@ class Sweeps:
         folder = Folder(acc, ids, self._layout.groups, fuse)
         states = tuple(states)
         collector = rows.collector() if rows is not None else None
+        spilled = _spilled(states)
 
         def after(block, views):                # the resident rows counted, collected
-            rows.after_block(block, collector)
+            if rows is not None:
+                rows.after_block(block, collector)
+            for st in spilled:                  # one block's pages of a spilled state mapped
+                st.drop_pages(block)
         k0 = self._backend.kernel_seconds
         installed = False
         try:
             with contextlib.closing(self._visit(ids, sweep, order)) as blocks:
                 self._backend.map_blocks(kernel, blocks, args=args, folder=folder,
-                                         after=after if rows is not None else None,
+                                         after=after if rows is not None or spilled
+                                         else None,
                                          views=lambda b: tuple(st.view(b) for st in states))
             installed = True
         finally:
@@ -298,8 +303,9 @@ class Sweeps:
             ``over="store"``: count the rows each block keeps for it, and collect them as it
             planned (:meth:`ResidentRows.plan`), after ``fn``.
         drop : sequence of RowState
-            ``over="store"``: spilled states whose pages of a block are dropped once it is
-            done (:meth:`RowState.drop_pages`: one block's pages resident).
+            ``over="store"``: spilled states beside ``states`` whose pages of a block are
+            dropped once it is done (:meth:`RowState.drop_pages`: one block's pages
+            resident); those of ``states`` always are.
 
         Returns
         -------
@@ -312,6 +318,7 @@ class Sweeps:
             if over != "store":
                 raise InvalidParameterError(f"The 'over' parameter of sweep must be 'store', "
                                             f"ResidentRows or HotRows. Got {over!r} instead.")
+            drop = tuple(drop) + tuple(st for st in _spilled(states) if st not in drop)
             values = self._sweep_store(fn, args, order, group, tuple(states), rows, drop)
         elif group is not None:
             values = []
@@ -392,6 +399,9 @@ class Sweeps:
                 for st, arr in zip(states, v):
                     st.values[b.ids] = arr
             rows.after_block(b, collector, None if k is None else v[k])
+            if not disk:                # one block's pages of a spilled state mapped
+                for st in _spilled(states):
+                    st.drop_pages(b)
 
     def _visit_resident(self, ids, source):
         """Blocks of resident rows on scratch disk, read ahead; their rows counted."""
@@ -453,3 +463,11 @@ class Sweeps:
                          else "explicit", self.rows_visited - rows0, backend.store_reads - reads0,
                          (backend.bytes_read - bytes0) / 1e6, backend.cache_hits - hits0,
                          time.perf_counter() - t0, self.passes)
+
+
+def _spilled(states) -> tuple:
+    """The spilled ones of ``states``: once a block is done, the scheduler unmaps their pages
+    of its rows (:meth:`RowState.drop_pages`), so a sweep holds one block's pages of a state
+    that did not fit the budget, not the whole file's (they would count in the process's
+    resident memory)."""
+    return tuple(st for st in states if st.spilled)

@@ -235,7 +235,13 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
         the Cholesky factor is computed in place of one copy)."""
         D1, K = self.d1, self.k
         gram = (Need((D1, D1)), Need((D1, D1), per_pass=True)) if self.gram else ()
-        return {"the models, gradients and dual sums": Need((D1, K), count=9),
+        # a pass sums G (D1 × K), V (D1 × 4K), the paper's objective gradient (D1 × K) and
+        # the column norms (D1) in run accumulators, one array per level of the reduction
+        # tree (the scheduler counts them): 5 models' 10^5 weights were 124 MB at once
+        sums = (Need((D1, 6 * K if self.paper else 5 * K), per_pass=True),
+                Need((D1,), per_pass=True))
+        return {"the models and the pass's results": Need((D1, K), count=4),
+                "a pass's sums": sums,
                 "the Gram matrix, its pass's sums or its factor": gram}
 
     state_arrays = ("W", "Wcert", "mus", "primal", "dual", "gap", "last", "dq", "H0", "colsq")

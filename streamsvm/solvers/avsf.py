@@ -250,7 +250,7 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
         if pairs:
             # the groups of two blocks, each with its slice of the hot rows' visits
             sched.sweep(self._group_on, sched, budget, H, edges, over="store", order=ids,
-                        group=2)
+                        group=2, drop=(self.alpha, self.p))
         else:
             sched.sweep(self._hot_visits, H, m, self._adapt(sched), over=hot)
         self._evict_cold()

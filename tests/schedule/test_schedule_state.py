@@ -164,3 +164,57 @@ def test_dropping_a_spilled_states_pages_keeps_its_values(tmp_path):
         np.testing.assert_array_equal(other.to_array(), 2.0)
     finally:
         sched.close()
+
+
+def _mapped_kb(path) -> int:
+    """Resident kB of ``path``'s mappings in this process (/proc/self/smaps)."""
+    kb, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                inside = len(head) > 5 and head[5] == str(path)
+            elif inside and line.startswith("Rss:"):
+                kb += int(head[1])
+    return kb
+
+
+def _touch_all(block, views, args, acc):
+    """A map_reduce kernel that writes every row of its state."""
+    views[0][...] += 1.0
+    acc["n"] += block.n_rows
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_passes_keep_one_blocks_pages_of_a_spilled_state(tmp_path):
+    # a spilled state that every block of a pass writes: the scheduler unmaps its pages
+    # block by block (in map_reduce and sweep), so they do not pile up in the process's RSS
+    from streamsvm.schedule import Accumulator
+    s, _, _ = random_store(n=6000, d=5, chunk_rows=500)
+    sched = PassScheduler(s, memory=0, scratch_dir=tmp_path / "scratch")
+    try:
+        beta = sched.state("beta", np.float64, width=64)         # 3 MB, 250 kB a block
+        assert beta.spilled
+        r = sched.map_reduce(_touch_all, states=(beta,), acc={"n": Accumulator(())})
+        assert r["n"] == 6000 and _mapped_kb(beta.path) <= 2 * 256 + 8
+        sched.sweep(lambda block, views: views[0].__iadd__(1.0), over="store",
+                    states=(beta,))
+        assert _mapped_kb(beta.path) <= 2 * 256 + 8
+        np.testing.assert_array_equal(beta.to_array(), 2.0)
+    finally:
+        sched.close()
+
+
+def test_a_state_that_does_not_fit_beside_the_held_needs_is_spilled(store, tmp_path):
+    from streamsvm.schedule import Need
+    s, _, _ = store
+    sched = PassScheduler(s, memory="4MB", prefetch=0, scratch_dir=tmp_path / "scratch")
+    try:
+        room = sched.data_budget - sched.inflight_bytes
+        sched.check_budget("test", {"most of the budget": Need((room - 2000,), np.uint8)})
+        small = sched.state("small", np.float64)              # 824 B: beside them in RAM
+        big = sched.state("big", np.float64, width=4)         # 3.3 kB: not
+        assert not small.spilled and big.spilled
+        assert sched.cache_bytes == 0                         # nothing cached beyond them
+    finally:
+        sched.close()
