@@ -172,8 +172,12 @@ class RamRows:
         self.n_rows, self.nnz = m, nnz
 
     def gather(self, states) -> None:
-        """Local copies of ``states`` for the rows held, gathered by id."""
-        self._local = {st.name: np.ascontiguousarray(st.values[self.ids]) for st in states}
+        """Local copies of ``states`` for the rows held, gathered by id (a spilled state's
+        pages unmapped after: the rows are scattered over its whole file)."""
+        self._local = {}
+        for st in states:
+            self._local[st.name] = np.ascontiguousarray(st.values[self.ids])
+            st.drop_rows(0, st.shape[0])
 
     def write_back(self, states, slots=None) -> None:
         """The local copies written back to ``states`` (of the rows at ``slots``: a bool
@@ -182,6 +186,7 @@ class RamRows:
         for st in states:
             v = self._local[st.name][:self.n_rows]
             st.values[ids] = v if slots is None else v[slots]
+            st.drop_rows(0, st.shape[0])        # (as in gather)
 
 
 class RamCollector:

@@ -398,6 +398,7 @@ class Sweeps:
             if disk:
                 for st, arr in zip(states, v):
                     st.values[b.ids] = arr
+                    st.drop_rows(0, st.shape[0])    # the ids are scattered: all its pages
             rows.after_block(b, collector, None if k is None else v[k])
             if not disk:                # one block's pages of a spilled state mapped
                 for st in _spilled(states):
