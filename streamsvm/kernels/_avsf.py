@@ -6,8 +6,8 @@ A **visit list** is an int64 array of codes ``((i·k + c)·NSRC + s)``: row ``i`
 sources of one kernel call are two resident store blocks and the hot cache (``NSRC = 3``),
 so the visits of the rows streaming by and of the cached rows interleave at random in one
 loop (spec §3.6 item 3). Built on the CSR primitives of ``_csr.py``, the coordinate step of
-``_dcd.py`` and its pair (``_dcd_cert.pair``); ``model = (W, wb)`` and ``prob = (pos, Cp,
-Cn, l2, B)`` as there (one model's ``W`` as a d-vector, ``_csr.w_at``).
+``_dcd.py`` and its pair (``_dcd_cert.pair``); ``model = (W, wb)`` and ``prob`` (the
+:class:`~streamsvm.kernels.Costs` record) as there (one model's ``W`` a d-vector, ``w_at``).
 """
 
 from __future__ import annotations

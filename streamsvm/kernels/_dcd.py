@@ -11,22 +11,19 @@ Argument groups (tuples, so that a kernel takes about ten arguments):
 ``model = (W, wb, zu, zs)``
     ``W`` (d, k) and ``wb`` (k,) the models (the bias is a regularized constant feature of
     value ``B`` kept as the scalar ``wb[c]``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over
-    the rows shrunk at the upper bound (``_dcd_cert.py``). One model (k = 1: a binary problem, or one
-    class of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as d-vectors, which the
-    CSR primitives read without the (d, k) address arithmetic (``_csr.w_at``).
-``prob = (pos, Cp, Cn, l2, B)``
-    Model ``c`` takes row ``i`` as positive when ``y[i] == pos[c]`` (binary: ``y`` is ±1 and
-    ``pos = [1]``); ``Cp``/``Cn`` the costs of its positive/negative rows; ``l2`` squared
-    hinge (``U = inf``, ``D = 1/(2 C_i)``) or hinge (``U = C_i``, ``D = 0``); ``B`` the bias
-    feature (0: none).
+    the rows shrunk at the upper bound (``_dcd_cert.py``). One model (k = 1: a binary
+    problem, or one class of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as
+    d-vectors, read without the (d, k) address arithmetic (``_csr.w_at``).
+``prob``
+    The problem's costs, :class:`~streamsvm.kernels.Costs` ``(pos, Cp, Cn, squared, B)``
+    (``_costs.py``): squared hinge ``U = inf``, ``D = 1/(2 C_i)``; hinge ``U = C_i``, ``D = 0``.
 ``shrink = (pgmax_old, pgmin_old)``
     LIBLINEAR 1.92's shrinking thresholds of the previous pass (spec §1.5).
 ``duals = (alpha, active)`` per block (``(alpha, active, margin)`` in the slab)
     Dual variables, active flags (uint8) and margins recorded at the last visit, (n, k).
 
-The certificate (each pair's terms, the estimates made of their sums, the exact check and
-how shrunk rows are accounted for) is in ``_dcd_cert.py``; :func:`dcd_check`,
-:func:`dcd_estimate` and :func:`dcd_terms_add` are imported from there.
+The certificate (each pair's terms, their sums' estimates, the exact check) is in
+``_dcd_cert.py``, whence :func:`dcd_check`, :func:`dcd_estimate` and :func:`dcd_terms_add`.
 """
 
 from __future__ import annotations

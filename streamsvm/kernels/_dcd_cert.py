@@ -1,8 +1,9 @@
 """The certificate of the dual CD kernels (``_dcd.py``): each (row, model) pair's terms, the
 primal and dual estimates made of their sums, and the exact check at fixed weights.
 
-Argument groups as in ``_dcd.py`` (``model = (W, wb, zu, zs)``, ``prob = (pos, Cp, Cn, l2,
-B)``, ``duals``). The duality gap of model ``c`` is ``P − D`` with::
+Argument groups as in ``_dcd.py`` (``model = (W, wb, zu, zs)``, ``prob`` the
+:class:`~streamsvm.kernels.Costs` record, ``duals``). The duality gap of model ``c`` is
+``P − D`` with::
 
     P = ½‖w̄‖² + Σ_i C_i ξ(m_i)            (ξ the hinge or its square)
     D = Σ_i α_i − ½‖w̄‖² − ½ Σ_i D_i α_i²   (D_i = 1/(2 C_i) for the squared hinge, else 0)

@@ -69,7 +69,7 @@ def newton_rows(y, margins, prob, plan, acc, out):
     margins : tuple (U, V, E)
         ``x̄_i·w`` and ``x̄_i·d`` per model, shape (n_rows, k); ``E`` of shape (P, n_rows, k):
         ``x̄_i·e_p`` at each evaluation point ``p``.
-    prob : tuple (pos, Cp, Cn, sq)
+    prob : Costs (pos, Cp, Cn, squared, B)
         Model ``c`` takes row ``i`` as positive when ``y[i] == pos[c]``; costs of its
         positive and negative rows; squared hinge.
     plan : tuple (live, trials, n_trials, alphas, n_points)

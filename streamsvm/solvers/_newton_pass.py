@@ -98,7 +98,7 @@ def slots(alpha, nxt, levels, n_points, prob, sq):
     and ``nxt = α/β`` when ``levels`` is 2, speculated): ``(alphas, cutoff)``, each (k,
     P·levels), the slot's smoothing level and the curvature below which a row adds nothing
     to its Hessian (inf: no Hessian at that slot). ``n_points`` (k,): the points of each
-    model; ``prob``: ``(pos, Cp, Cn, sq)``."""
+    model; ``prob``: the :class:`~streamsvm.kernels.Costs` record."""
     k, Lv = len(alpha), levels
     P = max(1, int(n_points.max()))
     alphas = np.repeat(alpha[:, None], Lv, axis=1)

@@ -53,8 +53,9 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
         ``Σ C_i y_i x̄_i`` over the rows past the band (their duals at the bound).
     pen : ndarray of shape (n_features + 1,)
         The ℓ1 weights (0 on the bias; all 0: ℓ2 alone, dual coordinate descent first).
-    prob : tuple
-        ``(pos, Cp, Cn, sq)``; ``B`` the bias feature, ``unit`` the store's values all 1.
+    prob : Costs
+        The problem's costs (``pos``, ``Cp``, ``Cn``); ``B`` the bias feature, ``unit``
+        the store's values all 1.
     rng : callable
         ``rng(round)``: the generator of the epochs' seeds of each round.
 
