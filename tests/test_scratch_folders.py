@@ -26,13 +26,13 @@ import sys, time
 from streamsvm.schedule._state import RowState
 from streamsvm.cli import main
 RowState.FILL_BYTES = 4096
-real = RowState._drop_rows
+real = RowState.drop_rows
 def slow(self, lo, hi):
     if lo == 0:
         print("SETTING-UP", file=sys.stderr, flush=True)
     time.sleep(0.2)
     real(self, lo, hi)
-RowState._drop_rows = slow
+RowState.drop_rows = slow
 sys.exit(main(sys.argv[1:]))
 """
 
