@@ -6,8 +6,9 @@ A **visit list** is an int64 array of codes ``((i·k + c)·NSRC + s)``: row ``i`
 sources of one kernel call are two resident store blocks and the hot cache (``NSRC = 3``),
 so the visits of the rows streaming by and of the cached rows interleave at random in one
 loop (spec §3.6 item 3). Built on the CSR primitives of ``_csr.py``, the coordinate step of
-``_dcd.py`` and its pair (``_dcd_cert.pair``); ``model = (W, wb)`` and ``prob`` (the
-:class:`~streamsvm.kernels.Costs` record) as there (one model's ``W`` a d-vector, ``w_at``).
+``_dcd.py`` and its pair (``_dcd_cert.pair``); ``W`` (n_features + 1, k), the bias weight
+last (``_csr.bias_at``), and ``prob`` (the :class:`~streamsvm.kernels.Costs` record) as
+there (one model's ``W`` a vector, ``w_at``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 
 import numpy as np
 
-from ._csr import row_axpy, row_dot_sq
+from ._csr import bias_add, bias_at, row_axpy, row_dot_sq
 from ._dcd import _step
 from ._dcd_cert import pair
 from ._jit import kernel, kernel_inline
@@ -196,7 +197,7 @@ def _prefetch_ahead(Xs, ys, alphas, ps, codes, t, n, unit, k):
 
 
 @kernel_inline
-def _visit(X, unit, y, i, c, alpha, W, wb, prob, st):
+def _visit(X, unit, y, i, c, alpha, W, prob, st):
     """LIBLINEAR's coordinate step on the pair (row ``i``, model ``c``), taken when its
     projected gradient exceeds 1e-12; that gradient into the epoch's extremes ``st[c, 1:3]``,
     the change of the duals into the sums ``st[c, 3:5]``. Returns the step's gain, the
@@ -206,7 +207,7 @@ def _visit(X, unit, y, i, c, alpha, W, wb, prob, st):
     dot, sq = row_dot_sq(X, unit, i, W, c)
     q = sq + B * B + D
     a = alpha[i, c]
-    G = yi * (dot + wb[c] * B) - 1.0 + D * a
+    G = yi * (dot + bias_at(W, c) * B) - 1.0 + D * a
     PG = G
     if a == 0.0:
         PG = min(G, 0.0)
@@ -223,7 +224,7 @@ def _visit(X, unit, y, i, c, alpha, W, wb, prob, st):
         if mu != 0.0:
             alpha[i, c] = an
             row_axpy(X, unit, i, mu * yi, W, c)
-            wb[c] += mu * yi * B
+            bias_add(W, c, mu * yi * B)
             st[c, 3] += mu
             st[c, 4] += 0.5 * D * (an * an - a * a)
             gain = max(-mu * (G + 0.5 * mu * q), 0.0)
@@ -249,7 +250,7 @@ def _adapt(p, i, c, gain, adapt, still, st):
 
 
 @kernel
-def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
+def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, W, prob, adapt, st):
     """Dual coordinate descent visits (spec §2.8): LIBLINEAR's coordinate step, the gain of
     the step and Algorithm 5's preference update, in the order of ``codes[:n]``.
 
@@ -260,7 +261,7 @@ def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
         summed with the margin, in the same read of the row).
     codes, n : the visit list (module doc)
     unit : bool
-    model, prob : see the module doc
+    W, prob : see the module doc (``W`` updated in place)
     adapt : tuple (first, rate, pmin, pmax, hmax, inv_l)
         ``first``: the first epoch (Δ_ref accumulates the mean gain, preferences stay);
         ``rate`` c, the bounds of p, ``hmax = ln(pmax/pmin)`` and ``1/ℓ`` (the global ℓ).
@@ -268,16 +269,15 @@ def avsf_visits(Xs, ys, alphas, ps, codes, n, unit, model, prob, adapt, st):
         Per model ``[Δ_ref, PG max, PG min, Σ α, ½ Σ D α²]``: Δ_ref and the sums carried
         over calls, the PG extremes over this epoch's visits.
     """
-    # W and wb are unpacked here and passed on: with the tuple unpacked in the loop (in
-    # _visit), numba 0.68.1 compiled the visits without the step's update of wb (_jit.py)
-    W, wb = model
+    # W is passed on as it is: with a (W, wb) tuple unpacked in the loop (in _visit), numba
+    # 0.68.1 compiled the visits without the step's update of wb (_jit.py)
     k = prob[0].shape[0]
     # the factor of a visit without gain: exp(min(c·(0/Δ_ref − 1), hmax)) = exp(−c)
     still = math.exp(-adapt[1])
     for t in range(n):
         _prefetch_ahead(Xs, ys, alphas, ps, codes, t, n, unit, k)
         s, i, c = _decode(codes[t], k)
-        gain = _visit(Xs[s], unit, ys[s], i, c, alphas[s], W, wb, prob, st)
+        gain = _visit(Xs[s], unit, ys[s], i, c, alphas[s], W, prob, st)
         _adapt(ps[s], i, c, gain, adapt, still, st)
 
 
@@ -317,7 +317,7 @@ def avsf_masses(p, cached, bounds, out_mass, hist, lo, width):
 
 
 @kernel
-def avsf_group(Xs, ys, alphas, ps, hots, budgets, n_blocks, H, scratch, unit, model, prob,
+def avsf_group(Xs, ys, alphas, ps, hots, budgets, n_blocks, H, scratch, unit, W, prob,
                adapt, st, admit):
     """One resident group in one call: the visits of its blocks' rows (:func:`avsf_codes`
     over each block's preferences, its hot rows left out) and the hot rows' slice ``H``,
@@ -352,7 +352,7 @@ def avsf_group(Xs, ys, alphas, ps, hots, budgets, n_blocks, H, scratch, unit, mo
         codes[off + t] = H[t]
     off += H.shape[0]
     shuffle_prefix(codes, off, state)
-    avsf_visits(Xs, ys, alphas, ps, codes, off, unit, model, prob, adapt, st)
+    avsf_visits(Xs, ys, alphas, ps, codes, off, unit, W, prob, adapt, st)
     tau, floor, out_count = admit
     for j in range(n_blocks):
         p, hot = ps[j], hots[j]

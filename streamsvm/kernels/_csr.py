@@ -23,8 +23,10 @@ Conventions (DESIGN.md §7)
 - Results go only into arguments named ``out*``; kernels whose name ends in ``_add``
   accumulate into ``out``, the others overwrite it. Dot products accumulate in float64
   whatever the dtype of ``data``.
-- **No bias.** These kernels see only the stored features; a solver with a bias ``b`` treated
-  as a constant feature of value ``B`` adds ``B * b`` itself.
+- **The bias is the last row.** Every solver keeps its weights as ``W`` of shape
+  (n_features + 1, k): the bias ``b`` of a constant feature of value ``B`` is ``W[d, c]``
+  (:func:`bias_at`, :func:`bias_add`). The row primitives see only the stored features
+  (indices below ``d``); the caller adds ``B · W[d, c]`` itself.
 - The row primitives are inlined into their callers and allocate nothing (``_jit.py``).
 
 Compile cost: numba compiles one specialization per combination of argument types; keep
@@ -41,7 +43,7 @@ from numba.extending import overload
 from ._jit import kernel_inline
 
 __all__ = [
-    "w_at", "w_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2",
+    "w_at", "w_add", "bias_at", "bias_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2",
     "row_axpys", "row_axpys_cols", "row_sq_axpy", "row_gather",
     "row_sq_norm", "row_inf_sq", "row_outer_add",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",
@@ -82,6 +84,19 @@ def _w_add(out_W, j, c, v):
     def add2(out_W, j, c, v):
         out_W[j, c] += v
     return add2
+
+
+@kernel_inline
+def bias_at(W, c):
+    """Model ``c``'s bias weight: the last row of ``W`` (n_features + 1, k), or the last
+    entry of one model's vector (as :func:`w_at`)."""
+    return w_at(W, W.shape[0] - 1, c)
+
+
+@kernel_inline
+def bias_add(out_W, c, v):
+    """Model ``c``'s bias weight ``+= v`` (as :func:`bias_at`)."""
+    w_add(out_W, out_W.shape[0] - 1, c, v)
 
 
 # -- row primitives (inlined) ------------------------------------------------------------

@@ -3,17 +3,18 @@
 One call sweeps the rows of a group of resident blocks (the shuffle buffer: their rows
 interleaved at random), runs epochs over the RAM slab, or checks optimality exactly, for all
 one-vs-rest models at once (one read of a row serves every model). Built on the CSR
-primitives of ``_csr.py`` (``W`` of shape (n_features, k), ``X = (indptr, indices, data)``,
-``unit`` for stores whose values are all 1).
+primitives of ``_csr.py`` (``X = (indptr, indices, data)``, ``unit`` for stores whose values
+are all 1).
 
 Argument groups (tuples, so that a kernel takes about ten arguments):
 
-``model = (W, wb, zu, zs)``
-    ``W`` (d, k) and ``wb`` (k,) the models (the bias is a regularized constant feature of
-    value ``B`` kept as the scalar ``wb[c]``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over
-    the rows shrunk at the upper bound (``_dcd_cert.py``). One model (k = 1: a binary
-    problem, or one class of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as
-    d-vectors, read without the (d, k) address arithmetic (``_csr.w_at``).
+``model = (W, zu, zs)``
+    ``W`` (d + 1, k) the models in every solver's layout: the bias is a regularized
+    constant feature of value ``B`` whose weight is the last row, ``W[d, c]``
+    (``_csr.bias_at``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over the rows shrunk at
+    the upper bound (``_dcd_cert.py``). One model (k = 1: a binary problem, or one class
+    of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as vectors, read without the
+    (d, k) address arithmetic (``_csr.w_at``).
 ``prob``
     The problem's costs, :class:`~streamsvm.kernels.Costs` ``(pos, Cp, Cn, squared, B)``
     (``_costs.py``): squared hinge ``U = inf``, ``D = 1/(2 C_i)``; hinge ``U = C_i``, ``D = 0``.
@@ -31,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._costs import class_costs
-from ._csr import row_axpy, row_sq_norm
+from ._csr import bias_add, row_axpy, row_sq_norm
 from ._dcd_cert import (add_terms, check_one, clear_shrunk_sums, dcd_check, dcd_estimate,
                         dcd_terms_add, estimate_listed, gap_met, pair, row_margin,
                         shrunk_at_bound)
@@ -93,7 +94,7 @@ def _move(X, unit, i, c, yi, a, a_new, alpha, model, B):
     alpha[i, c] = a_new
     d = (a_new - a) * yi
     row_axpy(X, unit, i, d, model[0], c)
-    model[1][c] += d * B
+    bias_add(model[0], c, d * B)
     return a_new
 
 
@@ -337,7 +338,7 @@ def dcd_slab_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_sta
     out_pg, out_cert, out_info = out
     active = duals[1]
     m = _list_rows(active, rows)
-    due = len(prob.pos) * model[0].shape[0]      # entries between two estimates: k · d
+    due = len(prob.pos) * (model[0].shape[0] - 1)    # entries between two estimates: k · d
     epochs, visits, since_cert = 0, 0, 0
     out_info[3] = 0.0
     while m > 0:
@@ -385,9 +386,9 @@ def dcd_classes_epochs(X, unit, y, qd, duals, model, prob, shrink, control, rng_
     ----------
     X, unit, y, qd : as :func:`dcd_slab_epochs`
     duals : tuple (alpha, active, margin) of shape (k, n_rows)
-    model : tuple (W, wb, zu, zs)
-        ``W`` and ``zu`` of shape (k, n_features) (row ``c``: model ``c``), ``wb`` (k,),
-        ``zs`` (k, 2); updated in place.
+    model : tuple (W, zu, zs)
+        ``W`` of shape (k, n_features + 1) and ``zu`` of shape (k, n_features) (row ``c``:
+        model ``c``, its bias weight last), ``zs`` (k, 2); updated in place.
     prob : see the module doc (all k models)
     shrink : tuple (pgmax_old, pgmin_old) of shape (k,)
     control : tuple (classes, shrinking, max_visits, tol, base, eps_pg, plan, checks)
@@ -430,7 +431,7 @@ def _class_views(c, duals, model, prob, shrink):
     e = c + 1
     return ((duals[0][c].reshape((n, 1)), duals[1][c].reshape((n, 1)),
              duals[2][c].reshape((n, 1))),
-            (model[0][c], model[1][c:e], model[2][c], model[3][c:e]),
+            (model[0][c], model[1][c], model[2][c:e]),
             class_costs(prob, c),
             (shrink[0][c:e], shrink[1][c:e]))
 

@@ -1,7 +1,7 @@
 """The certificate of the dual CD kernels (``_dcd.py``): each (row, model) pair's terms, the
 primal and dual estimates made of their sums, and the exact check at fixed weights.
 
-Argument groups as in ``_dcd.py`` (``model = (W, wb, zu, zs)``, ``prob`` the
+Argument groups as in ``_dcd.py`` (``model = (W, zu, zs)``, ``prob`` the
 :class:`~streamsvm.kernels.Costs` record, ``duals``). The duality gap of model ``c`` is
 ``P − D`` with::
 
@@ -14,7 +14,7 @@ Certificate of shrunk rows (not in LIBLINEAR). A row is shrunk only at a bound a
 visited again until un-shrinking, so its terms are known without its margin except for
 the loss: at ``α = 0`` it was shrunk with margin > 1, and its loss is taken as 0; at
 ``α = U = C_i`` (hinge only) its loss ``C_i (1 − m_i)`` is linear in ``w``, and the sum over
-all such rows is ``Σ C_i − w·zu − wb·zs[0]`` with ``zu = Σ C_i y_i x_i`` and
+all such rows is ``Σ C_i − w·zu − w_b·zs[0]`` (``w_b`` the bias weight) with ``zu = Σ C_i y_i x_i`` and
 ``zs = [Σ C_i y_i B, Σ C_i]`` accumulated when rows are shrunk. The approximate primal
 (used only to decide when to run the exact check) therefore tracks the current ``w``
 instead of margins recorded many epochs ago.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._csr import row_axpy, row_dot, w_at
+from ._csr import bias_at, row_axpy, row_dot, w_at
 from ._jit import kernel, kernel_inline
 
 __all__ = ["dcd_check", "dcd_estimate", "dcd_terms_add", "pair", "row_margin", "add_terms",
@@ -46,8 +46,8 @@ def pair(y, i, c, prob):
 
 @kernel_inline
 def row_margin(X, unit, i, c, yi, model, B):
-    """The margin ``y_i (w_c·x_i + wb_c B)`` of row ``i`` under model ``c``."""
-    return yi * (row_dot(X, unit, i, model[0], c) + model[1][c] * B)
+    """The margin ``y_i (w_c·x_i + w_{d,c} B)`` of row ``i`` under model ``c``."""
+    return yi * (row_dot(X, unit, i, model[0], c) + bias_at(model[0], c) * B)
 
 
 @kernel_inline
@@ -66,9 +66,9 @@ def add_terms(out, c, Ci, m, a, l2):
 def shrunk_at_bound(X, unit, i, Ci, yi, B, model, c):
     """Row ``i`` leaves the active set at ``α = U = C_i``: its loss is now tracked
     linearly through ``zu``/``zs`` (module doc)."""
-    row_axpy(X, unit, i, Ci * yi, model[2], c)
-    model[3][c, 0] += Ci * yi * B
-    model[3][c, 1] += Ci
+    row_axpy(X, unit, i, Ci * yi, model[1], c)
+    model[2][c, 0] += Ci * yi * B
+    model[2][c, 1] += Ci
 
 
 @kernel_inline
@@ -81,10 +81,11 @@ def gap_met(cert, c, tol):
 @kernel_inline
 def _estimate_one(c, model, loss, sum_a, half_da2, out_cert):
     """``out_cert[c] = [primal, dual]`` estimates from the sums over the active rows."""
-    W, wb, zu, zs = model
-    reg = wb[c] * wb[c]
-    lin = wb[c] * zs[c, 0]
-    for j in range(W.shape[0]):
+    W, zu, zs = model
+    b = bias_at(W, c)
+    reg = b * b
+    lin = b * zs[c, 0]
+    for j in range(W.shape[0] - 1):
         w = w_at(W, j, c)
         reg += w * w
         lin += w * w_at(zu, j, c)
@@ -106,7 +107,7 @@ def dcd_estimate(model, terms, out_cert):
         ``[primal, dual]`` per model. The dual is exact; the primal uses the recorded
         margins of active rows.
     """
-    for c in range(len(model[1])):
+    for c in range(model[2].shape[0]):
         _estimate_one(c, model, terms[c, 0], terms[c, 1], terms[c, 2], out_cert)
 
 
@@ -156,7 +157,7 @@ def estimate_listed(rows, m, y, duals, prob, model, terms, out_cert):
 def dcd_check(X, unit, y, duals, model, prob, acc):
     """Exact optimality measures at fixed ``W``, and un-shrinking of the violators.
 
-    Read-only on ``W``, ``wb`` and ``alpha``. A shrunk pair whose projected gradient at
+    Read-only on ``W`` and ``alpha``. A shrunk pair whose projected gradient at
     ``W`` is not zero (shrunk at 0 with margin < 1, or at ``U`` with margin > 1) is made
     active again; the others stay shrunk, and those at ``U`` are added to ``zu``/``zs``.
     LIBLINEAR re-activates every row instead; keeping the rows that satisfy their
@@ -208,7 +209,7 @@ def dcd_check(X, unit, y, duals, model, prob, acc):
 def clear_shrunk_sums(model):
     """``zu = 0``, ``zs = 0`` of one model given as d-vectors (before they are summed
     again)."""
-    zu, zs = model[2], model[3]
+    zu, zs = model[1], model[2]
     for j in range(zu.shape[0]):
         zu[j] = 0.0
     zs[0, 0], zs[0, 1] = 0.0, 0.0
@@ -224,8 +225,9 @@ def check_one(X, unit, y, duals, model, prob, scratch, out_cert):
     stats[0, 0], stats[0, 1], stats[0, 2], stats[0, 3] = -np.inf, np.inf, 0.0, 0.0
     dcd_check(X, unit, y, duals[:2], model, prob, (terms, stats))
     _estimate_one(0, model, terms[0, 0], terms[0, 1], terms[0, 2], out_cert)
-    W, wb = model[0], model[1]
-    reg = wb[0] * wb[0]
-    for j in range(W.shape[0]):
+    W = model[0]
+    d = W.shape[0] - 1
+    reg = W[d] * W[d]
+    for j in range(d):
         reg += W[j] * W[j]
     out_cert[0, 0] = 0.5 * reg + stats[0, 2]

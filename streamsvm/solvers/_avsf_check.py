@@ -10,14 +10,14 @@ import numpy as np
 
 from ..kernels._dcd import dcd_check, dcd_estimate
 from ..schedule import Accumulator
-from .dcd import _fold_stats
+from .dcd import _fold_stats, half_sq_norms
 
 __all__ = ["AvsfCheck"]
 
 
 class AvsfCheck:
     """The certificate of :class:`~streamsvm.solvers.avsf.AVSFSolver` (a mixin over the
-    solver's attributes: it reads ``k``, ``hot``, ``alpha``, ``W``, ``wb``, ``st``, ``prob``,
+    solver's attributes: it reads ``k``, ``hot``, ``alpha``, ``W``, ``st``, ``prob``,
     ``unit``, ``epochs`` and the parameters ``eps``, ``tol``, ``stop_rule``, and keeps
     ``pending``, ``last_check``, ``by_pg``, ``canstop`` and ``eps_now``)."""
 
@@ -42,7 +42,7 @@ class AvsfCheck:
         stats = np.zeros((k, 4))
         stats[:, 0], stats[:, 1] = -np.inf, np.inf
         terms = np.zeros((k, 3))
-        model = (self.W, self.wb, np.zeros_like(self.W), np.zeros((k, 2)))
+        model = (self.W, np.zeros_like(self.W[:-1]), np.zeros((k, 2)))
         if hot.whole:
             sched.sweep(self._check_hot, model, terms, stats, over=hot)
         else:
@@ -71,7 +71,7 @@ class AvsfCheck:
 
     def _dual(self) -> float:
         """The exact dual objective ``Σ α − ½‖w‖² − ½ Σ D α²`` (sums kept by the kernel)."""
-        reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
+        reg = half_sq_norms(self.W)
         return float((self.st[:, 3] - reg - self.st[:, 4]).sum())
 
 

@@ -172,7 +172,7 @@ class PerClass:
             # page-faults in) k·d values the epochs may never touch (zu)
             model = tuple(np.zeros(a.shape[::-1]) if s.epochs == 0 else _transposed(a)
                           for a in (s.W, s.zu))
-            self.cm = (duals, (model[0], s.wb, model[1], s.zs))
+            self.cm = (duals, (model[0], model[1], s.zs))
         return self.cm
 
     def sync(self, model: bool = True) -> None:
@@ -186,18 +186,19 @@ class PerClass:
         pairs = [(duals[0], local["dcd.alpha"]), (duals[1], local["dcd.active"]),
                  (duals[2], s.ramslab.margin)]
         if model:
-            pairs += [(cmodel[0], s.W), (cmodel[2], s.zu)]
+            pairs += [(cmodel[0], s.W), (cmodel[1], s.zu)]
         for src, out in pairs:
             _transposed(src, out)
         self.cm = None
 
-    def coef(self) -> np.ndarray:
-        """The weights, (k, d), for the result: the class-major copy itself when there is
-        one (writing it back into ``W`` would page-fault in a second k·d array: 0.1 s for
-        105 classes × 55,000 features), then :meth:`sync` of the per-row arrays."""
+    def coef(self) -> tuple[np.ndarray, np.ndarray]:
+        """The weights (k, d) and the bias weights (k,) for the result: views of the
+        class-major copy itself when there is one (writing it back into ``W`` would
+        page-fault in a second k·d array: 0.1 s for 105 classes × 55,000 features), then
+        :meth:`sync` of the per-row arrays."""
         W = self.cm[1][0] if self.cm is not None else _transposed(self.s.W)
         self.sync(model=False)
-        return W
+        return W[:, :-1], W[:, -1]
 
     def iteration(self, sched) -> dict:
         """One outer iteration of the solver (its history entry): the classes' epochs
@@ -290,18 +291,18 @@ class PerClass:
         below ``tol``/2, from its current weights: the Newton steps taken."""
         s, sl = self.s, self.s.rows.ram
         duals, model = self._class_major()
-        n, d = sl.n_rows, model[0].shape[1]
+        n, d = sl.n_rows, model[1].shape[1]
         pos, Cp, Cn, _, B = s.prob
         work = (np.empty(n, np.int64), np.empty((5, n)), np.zeros((6, d + 1, 1)))
         w, info = np.empty((d + 1, 1)), np.zeros(5)
         steps = 0
         for c in classes:
-            w[:d, 0], w[d, 0] = model[0][c], model[1][c]
+            w[:, 0] = model[0][c]
             duals[1][c] = 1                 # no shrinking; nothing at a bound (U = ∞)
             s.shrink[0][c], s.shrink[1][c] = np.inf, -np.inf
             sqh_newton(sl.X, s.unit, sl.y, (pos[c], Cp[c], Cn[c], B), w,
                        (0.5 * s.tol, self.NEWTON_STEPS), work, (duals[0][c], duals[2][c], info))
-            model[0][c], model[1][c] = w[:d, 0], w[d, 0]
+            model[0][c] = w[:, 0]
             s.cert[c] = info[3], info[4]
             self.pdual[c] = info[4]
             steps += int(info[0])

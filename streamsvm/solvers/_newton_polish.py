@@ -107,13 +107,13 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
     d = D1 - 1
     classes = np.array(sorted(subs), dtype=np.int64)
     alpha, active = np.zeros((k, n)), np.zeros((k, n), np.uint8)
-    W, wb = np.zeros((k, d)), np.zeros(k)
+    W = np.zeros((k, D1))                  # class-major, the bias weight last
     limit = np.zeros(k, dtype=np.int64)
     for c in classes:
         r, Z, _, a0 = subs[c]
         alpha[c, r], active[c, r] = a0, 1
         v = u[:, c] + Z.tdot(a0)
-        W[c], wb[c] = v[:d], v[d]
+        W[c] = v
         limit[c] = _POLISH_EPOCHS * len(r)
     qd = np.empty(n, np.float32)
     row_sq_norms(sl.X, B * B, qd)
@@ -131,7 +131,7 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
         plan[:, 1] = limit              # no stop on the (unused) gap estimate
         dcd_classes_epochs(sl.X, unit, sl.y, qd,
                            (alpha, active, np.zeros((k, n), np.float32)),
-                           (W, wb, np.zeros((k, d)), np.zeros((k, 2))),
+                           (W, np.zeros((k, d)), np.zeros((k, 2))),
                            Costs(pos, Cp, Cn, False, B), shrink,
                            (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
                            (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),

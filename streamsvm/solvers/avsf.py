@@ -137,9 +137,9 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
                                                                           count=2)})
         self.prob = self.kernel_costs(store)
         self.unit = store.binary_values
-        self.W, self.wb = np.zeros((d, k)), np.zeros(k)
-        # one model: the kernels take its weights as a d-vector (kernels/_csr.py, w_at)
-        self.model = (self.W[:, 0] if k == 1 else self.W, self.wb)
+        self.W = np.zeros((d + 1, k))          # the bias weight last (kernels/_csr.py)
+        # one model: the kernels take its weights as a vector (kernels/_csr.py, w_at)
+        self.model = self.W[:, 0] if k == 1 else self.W
         self.alpha = sched.state("avsf.alpha", np.float64, width=k)
         self.p = sched.state("avsf.p", np.float64, width=k, fill=1.0)
         self.hot_flag = sched.state("avsf.hot", np.uint8)
@@ -281,7 +281,8 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
 
     # -- results and checkpoints ---------------------------------------------------------
     def coef(self):
-        return np.ascontiguousarray(self.W.T), self.wb * self.bias     # one model: no copy
+        # one model: W[:d].T is (1, d) and contiguous, no copy
+        return np.ascontiguousarray(self.W[:-1].T), self.W[-1] * self.bias
 
     hot = None
     """The hot rows (:meth:`PassScheduler.hot_rows`) once started."""
@@ -291,8 +292,8 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
             self.hot.close()
             self.hot = None
 
-    state_version = 2
-    state_arrays = ("W", "wb", "st", "owed", "last_read")
+    state_version = 3
+    state_arrays = ("W", "st", "owed", "last_read")
     state_values = ("epochs", "steps", "extra_steps", "last_check", "canstop", "pending",
                     "by_pg", "tau_in", "p_mean", "eps_now")
 

@@ -98,12 +98,12 @@ class DCDSolver(Solver):
                                    "the exact check's sums": Need((d, k), per_pass=True)})
         self.prob = self.kernel_costs(store)
         self.unit = store.binary_values
-        self.W, self.wb = np.zeros((d, k)), np.zeros(k)
+        self.W = np.zeros((d + 1, k))          # the bias weight last (kernels/_csr.py)
         # rows shrunk at the upper bound: Σ C_i y_i x_i and [Σ C_i y_i B, Σ C_i] (kernel doc)
         self.zu, self.zs = np.zeros((d, k)), np.zeros((k, 2))
-        # one model: the kernels take its weights as d-vectors (kernels/_csr.py, w_at)
-        self.model = ((self.W[:, 0], self.wb, self.zu[:, 0], self.zs) if k == 1
-                      else (self.W, self.wb, self.zu, self.zs))
+        # one model: the kernels take its weights as vectors (kernels/_csr.py, w_at)
+        self.model = ((self.W[:, 0], self.zu[:, 0], self.zs) if k == 1
+                      else (self.W, self.zu, self.zs))
         # 9k bytes per row: labels and ‖x_i‖² come with the rows, and the certificate terms
         # are summed while the rows are visited, so only α and the shrink flags persist;
         # a RAM slab's rows also keep ‖x̄_i‖² and their margins (_dcd_ram.py)
@@ -222,7 +222,7 @@ class DCDSolver(Solver):
             self.terms[:] = 0.0
             res = sched.map_reduce(
                 _check_block, states=(self.alpha, self.active), rows=rows,
-                args=(self.W, self.wb, self.prob, self.unit),
+                args=(self.W, self.prob, self.unit),
                 acc={"zu": Accumulator(self.zu.shape), "zs": Accumulator(self.zs.shape),
                      "terms": Accumulator(self.terms.shape),
                      "stats": Accumulator(stats.shape, _fold_stats, per_block=True,
@@ -230,12 +230,12 @@ class DCDSolver(Solver):
             self.visits += res.visits
             self.zu[:], self.zs[:], self.terms[:] = res["zu"], res["zs"], res["terms"]
             stats = res["stats"]
-            reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
+            reg = half_sq_norms(self.W)
             sched.finish_collect(install=rel_gap(reg + stats[:, 2], dual).max() > self.tol)
             self.ramslab.refresh()
         base = sched.n_rows // 2 if rows.ram_full else 2 * sched.n_rows
         self.check_due = self.visits + base * 2 ** self.check_misses
-        reg = 0.5 * (np.einsum("dk,dk->k", self.W, self.W) + self.wb ** 2)
+        reg = half_sq_norms(self.W)
         primal = reg + stats[:, 2]
         self.cert[:, 0], self.cert[:, 1] = primal, dual         # exact at this w
         self.cert_fresh = True
@@ -303,20 +303,20 @@ class DCDSolver(Solver):
             self.per_class.sync()
 
     def coef(self):
-        # one model: W.T is (1, d) and contiguous, taken as it is (a copy would be the
+        # one model: W[:d].T is (1, d) and contiguous, taken as it is (a copy would be the
         # run's last O(d) allocation, on top of everything)
-        W = self.per_class.coef() if self.per_class is not None else \
-            np.ascontiguousarray(self.W.T)
+        W, b = self.per_class.coef() if self.per_class is not None else \
+            (np.ascontiguousarray(self.W[:-1].T), self.W[-1])
         self.ramslab.leave()
         self.rows.close()
-        return W, self.wb * self.bias
+        return W, b * self.bias
 
     def close(self) -> None:
         if self.rows is not None:           # (start() may have refused the budget)
             self.rows.close()
 
-    state_version = 8
-    state_arrays = ("W", "wb", "zu", "zs", "cert", "pgmax_old", "pgmin_old", "terms")
+    state_version = 9
+    state_arrays = ("W", "zu", "zs", "cert", "pgmax_old", "pgmin_old", "terms")
     state_values = ("epochs", "visits", "eps_pg", "gap_trigger", "check_due", "check_misses",
                     "pending")
 
@@ -357,6 +357,12 @@ def _fold_stats(total, part) -> None:
 
 def _check_block(block, views, args, acc) -> None:
     """The exact check on one block (``map_reduce`` kernel): :func:`dcd_check`."""
-    W, wb, prob, unit = args
+    W, prob, unit = args
     dcd_check((block.indptr, block.indices, block.data), unit, block.y, views,
-              (W, wb, acc["zu"], acc["zs"]), prob, (acc["terms"], acc["stats"]))
+              (W, acc["zu"], acc["zs"]), prob, (acc["terms"], acc["stats"]))
+
+
+def half_sq_norms(W) -> np.ndarray:
+    """``½‖w̄_c‖²`` per model of weights ``W`` (n_features + 1, k), the bias weight last:
+    the features' sum first, then the bias (dcd's and avsf's order of the sum)."""
+    return 0.5 * (np.einsum("dk,dk->k", W[:-1], W[:-1]) + W[-1] ** 2)

@@ -122,9 +122,7 @@ def test_gain_is_the_exact_decrease_of_the_dual(l2, B):
         Xc = (indptr, indices, data)
         Xb = np.hstack([X, np.full((n, 1), B)])
         wfull = Xb.T @ (y * alpha)
-        W, wb = wfull[:d].reshape(d, 1).copy(), np.array([wfull[d] / B if B else 0.0])
-        if B:
-            wb[0] = wfull[d] / B
+        W = np.append(wfull[:d], wfull[d] / B if B else 0.0).reshape(d + 1, 1)
         i = int(rng.integers(n))
         a = alpha.reshape(n, 1).copy()
         p = np.ones((n, 1))
@@ -134,14 +132,15 @@ def test_gain_is_the_exact_decrease_of_the_dual(l2, B):
         codes = np.array([(i * 1 + 0) * NSRC + 0], np.int64)
         prob = Costs(np.array([1], np.int32), np.array([C]), np.array([C]), l2, B)
         avsf_visits((Xc, Xc, Xc), (y, y, y), (a, a, a), (p, p, p), codes, 1,
-                    False, (W, wb), prob, (True, 0.2, 0.05, 20.0, np.log(400.0), 1.0), st)
+                    False, W, prob, (True, 0.2, 0.05, 20.0, np.log(400.0), 1.0), st)
         after = _dual(X, y, a[:, 0], C, l2, B)
         assert st[0, 0] >= 0.0
         np.testing.assert_allclose(st[0, 0], before - after, rtol=1e-9, atol=1e-12)
         assert 0.0 <= a[i, 0] <= U
         # w stays Σ y α x̄ and the kernel's sums follow α
         w2 = Xb.T @ (y * a[:, 0])
-        np.testing.assert_allclose(W[:, 0], w2[:d], atol=1e-10)
+        np.testing.assert_allclose(W[:d, 0], w2[:d], atol=1e-10)
+        np.testing.assert_allclose(W[d, 0] * B, w2[d], atol=1e-10)
         np.testing.assert_allclose(st[0, 3], a[i, 0] - alpha[i], atol=1e-12)
 
 
@@ -155,17 +154,17 @@ def test_zero_gain_steps_lower_the_preference_and_big_gains_raise_it():
           X.ravel().copy())
     C = 1.0
     a = np.array([[C], [0.0], [0.0]])          # row 0 at the bound with a margin below 1
-    W = (X.T @ (y * a[:, 0])).reshape(d, 1)
+    W = np.append(X.T @ (y * a[:, 0]), 0.0).reshape(d + 1, 1)     # no bias
     p = np.ones((n, 1))
     st = np.array([[0.5, -np.inf, np.inf, 0.0, 0.0]])
     prob = Costs(np.array([1], np.int32), np.array([C]), np.array([C]), False, 0.0)
     codes = np.array([0 * NSRC], np.int64)     # row 0: G < 0 at α = U, PG = 0, no move
     avsf_visits((Xc,) * 3, (y,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
-                (W, np.zeros(1)), prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)
+                W, prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)
     assert p[0, 0] == pytest.approx(np.exp(-0.2))
     assert st[0, 0] == pytest.approx(0.5 * (1 - 1 / n))
     st[0, 0] = 1e-9                            # a tiny reference: the next real gain saturates
     codes = np.array([1 * NSRC], np.int64)
     avsf_visits((Xc,) * 3, (y,) * 3, (a,) * 3, (p,) * 3, codes, 1, False,
-                (W, np.zeros(1)), prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)
+                W, prob, (False, 0.2, 0.05, 20.0, np.log(400.0), 1 / n), st)
     assert p[1, 0] == 20.0

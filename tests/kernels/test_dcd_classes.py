@@ -25,7 +25,7 @@ def _run(X, y, k, max_visits, tol=1e-3, seed=5):
     Xt = (X.indptr.astype(np.int64), X.indices, X.data)
     qd = (np.asarray(X.multiply(X).sum(axis=1)).ravel() + B * B).astype(np.float32)
     duals = (np.zeros((k, n)), np.ones((k, n), np.uint8), np.zeros((k, n), np.float32))
-    model = (np.zeros((k, d)), np.zeros(k), np.zeros((k, d)), np.zeros((k, 2)))
+    model = (np.zeros((k, d + 1)), np.zeros((k, d)), np.zeros((k, 2)))   # bias weight last
     prob = Costs(np.arange(k, dtype=np.int32), np.ones(k), np.ones(k), False, B)
     shrink = (np.full(k, np.inf), np.full(k, -np.inf))
     control = (np.arange(k, dtype=np.int64), True, np.asarray(max_visits, np.int64), tol,
@@ -53,7 +53,7 @@ def test_each_class_is_certified_by_its_own_exact_check():
     assert info[0, 0] == 1 and info[0, 1] == n and info[0, 5] == 0
     for c in (1, 2):
         assert info[c, 3] >= 1 and info[c, 5] == 1           # checked, certified
-        W, wb = model[0][c], model[1][c]
+        W, wb = model[0][c][:-1], model[0][c][-1]
         s = np.where(y == c, 1.0, -1.0)
         # w = Σ y α x̄ (the bias as a feature of value 1)
         np.testing.assert_allclose(W, X.T @ (s * duals[0][c]), rtol=1e-9, atol=1e-9)

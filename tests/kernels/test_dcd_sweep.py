@@ -24,8 +24,8 @@ def _sweep(blocks, active, seed, k=1, C=1.0, d=40, W=None, slots=2):
     bl = blocks + [blocks[0]] * (slots - n_slots)
     acts = [a.copy() for a in active] + [active[0]] * (slots - n_slots)
     alphas = [np.zeros((X.shape[0], k)) for X, _ in bl]
-    W = np.zeros((d, k)) if W is None else W.copy()
-    model = (W, np.zeros(k), np.zeros((d, k)), np.zeros((k, 2)))
+    W = np.zeros((d + 1, k)) if W is None else W.copy()      # the bias weight last
+    model = (W, np.zeros((d, k)), np.zeros((k, 2)))
     prob = Costs(np.array([1], np.int32), np.full(k, C), np.full(k, C), False, 1.0)
     pg = np.zeros((k, 3))
     pg[:, 0], pg[:, 1] = -np.inf, np.inf
@@ -46,7 +46,10 @@ def test_visits_every_active_row_once():
     assert np.all(alphas[0][active[0] == 0] == 0.0)
     # from α = 0 every visited row with margin < 1 takes a step: w = Σ y α x over both blocks
     w = sum(((alphas[j][:, 0] * blocks[j][1]) @ blocks[j][0].toarray()) for j in range(2))
-    np.testing.assert_allclose(W[:, 0], w, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(W[:-1, 0], w, rtol=1e-10, atol=1e-12)
+    # and the bias weight (B = 1) is Σ y α
+    b = sum(alphas[j][:, 0] @ blocks[j][1] for j in range(2))
+    np.testing.assert_allclose(W[-1, 0], b, rtol=1e-10, atol=1e-12)
 
 
 def test_order_is_seeded_and_interleaves_the_blocks():
@@ -72,4 +75,4 @@ def test_unused_slots_are_ignored_and_groups_may_be_larger():
     W3, alphas3, _, steps3 = _sweep(blocks, active, seed=3, slots=3)
     assert steps3 == 60
     w = sum(((alphas3[j][:, 0] * blocks[j][1]) @ blocks[j][0].toarray()) for j in range(3))
-    np.testing.assert_allclose(W3[:, 0], w, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(W3[:-1, 0], w, rtol=1e-10, atol=1e-12)
