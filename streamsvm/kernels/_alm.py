@@ -134,15 +134,16 @@ def _scatter(X, unit, i, a, B, out, col):
 
 
 @kernel_inline
-def _model_row(X, unit, i, c, yi, oc, model, lam, e, mus, flags, out_V, out_s, out_gobj):
+def _model_row(X, unit, i, c, yi, oc, costs, p, band, lam, e, mus, flags, out_V, out_s,
+               out_gobj):
     """Row ``i`` for model ``c`` at ``o = x̄_i·w_c`` (module doc): λ's update, the loss,
     the dual sums, the e-update; returns the subproblem's coefficient (``z`` or ``o − z``)."""
-    pos, Cp, Cn, B, p, band = model
+    B = costs.B
     mu_old, mu_new = mus
     first, gram, want_gobj = flags[0], flags[1], flags[2]
-    k = pos.shape[0]
-    yc = 1.0 if yi == pos[c] else -1.0
-    C = Cp[c] if yc > 0 else Cn[c]
+    k = costs.pos.shape[0]
+    yc = 1.0 if yi == costs.pos[c] else -1.0
+    C = costs.Cp[c] if yc > 0 else costs.Cn[c]
     lm = _multiplier(lam, e, i, c, oc - yc, mu_old, first, out_s)
     xi = 1.0 - yc * oc
     if xi > 0.0:
@@ -179,8 +180,8 @@ def _gram_row(X, unit, i, B, out_H):
 
 
 @kernel
-def alm_rows(X, unit, y, model, W, lam, e, mus, flags, out_tmp, out_G, out_V, out_s, out_gobj,
-             out_colsq, out_H):
+def alm_rows(X, unit, y, costs, p, band, W, lam, e, mus, flags, out_tmp, out_G, out_V, out_s,
+             out_gobj, out_colsq, out_H):
     """One block of an ADMM iteration (module doc).
 
     Parameters
@@ -189,9 +190,14 @@ def alm_rows(X, unit, y, model, W, lam, e, mus, flags, out_tmp, out_G, out_V, ou
     unit : bool
     y : ndarray of shape (n_rows,)
         Stored labels (±1, or class ids).
-    model : tuple (pos, Cp, Cn, B, p, band)
-        Per model the label counted positive, the costs of positive and negative rows; the
-        bias value ``B``, the loss power ``p`` and the second dual point's margin band.
+    costs : Costs
+        The problem's costs (:class:`~streamsvm.kernels.Costs`: per model the label counted
+        positive and the costs of its positive and negative rows; the bias value ``B``).
+        Its ``squared`` is not read: the loss is the power ``p``.
+    p : float
+        The loss power (any ``p ≥ 1``; 1 the hinge, 2 the squared hinge).
+    band : float
+        The second dual point's margin band (p = 1).
     W : ndarray of shape (n_features + 1, k)
     lam, e : ndarray of shape (n_rows, k)
         The block's multipliers and auxiliary variables, updated in place.
@@ -212,15 +218,15 @@ def alm_rows(X, unit, y, model, W, lam, e, mus, flags, out_tmp, out_G, out_V, ou
     out_colsq : ndarray of shape (n_features + 1,) (or any, unused)
     out_H : ndarray of shape (n_features + 1, n_features + 1) (or any, unused)
     """
-    B = model[3]
+    B = costs.B
     d = W.shape[0] - 1
     o = out_tmp[0]
     coef = out_tmp[1]
     for i in range(X[0].shape[0] - 1):
         row_dots(X, unit, i, W, o)
         for c in range(W.shape[1]):
-            coef[c] = _model_row(X, unit, i, c, y[i], o[c] + B * W[d, c], model, lam, e, mus,
-                                 flags, out_V, out_s, out_gobj)
+            coef[c] = _model_row(X, unit, i, c, y[i], o[c] + B * W[d, c], costs, p, band, lam,
+                                 e, mus, flags, out_V, out_s, out_gobj)
         row_axpys(X, unit, i, coef, out_G)
         for c in range(W.shape[1]):
             out_G[d, c] += B * coef[c]

@@ -33,7 +33,8 @@ def cocoa_rows(X, unit, y, order, model, W, sigma, alpha, out_tmp, out_dW, out_s
     unit : bool
     y : ndarray of shape (n_rows,)
     order : ndarray of int64, the rows in visiting order
-    model : tuple (pos, Cp, Cn, squared, B)
+    model : Costs
+        The problem's costs (:class:`~streamsvm.kernels.Costs`, ``(pos, Cp, Cn, squared, B)``).
     W : ndarray of shape (n_features + 1, k)
         ``w`` at the pass's start.
     sigma : float

@@ -14,7 +14,10 @@
     The bias feature's value (0: none).
 
 A namedtuple, so a kernel reads it by field or unpacks it, and one compiled signature
-serves every solver that passes it; :func:`class_costs` is one model's record.
+serves every solver that passes it; :func:`class_costs` is one model's record. A path of C
+values (nesvm's ``C_path``) lists each C's models one after the other; ``ww`` passes its
+joint problem's record (``pos = 0..k−1``: a row of class ``y`` costs ``Cp[y]``). What is not
+a cost stays a kernel's own argument (alm's loss power, nesvm's smoothing and LS-SVM loss).
 """
 
 from __future__ import annotations

@@ -56,11 +56,11 @@ def _smoothed(r, mu, s, squared):
 
 
 @kernel_inline
-def _model_terms(c, C, r, rv, s, norm, model, two, out_s, out_slack):
+def _model_terms(c, C, r, rv, s, norm, mu, squared, two, out_s, out_slack):
     """Model ``c``'s terms of a row of cost ``C`` at residual ``r`` (and ``rv`` at the second
-    point when ``two``), with ``s̄_i = s`` and ``‖x̄_i‖ = norm``: added to ``out_s[c]``, the
-    screening slack lowered in ``out_slack[c]``; returns ``u``."""
-    mu, squared = model[3][c], model[5]
+    point when ``two``), with ``s̄_i = s``, ``‖x̄_i‖ = norm``, smoothing ``mu`` and the squared
+    residual when ``squared``: added to ``out_s[c]``, the screening slack lowered in
+    ``out_slack[c]``; returns ``u``."""
     slack = -r / norm if norm > 0.0 else -math.inf
     if slack < out_slack[c]:
         out_slack[c] = slack
@@ -103,7 +103,8 @@ def _add_gradient(X, unit, i, B, coef, out_G, out_P):
 
 
 @kernel
-def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, out_P):
+def nesvm_rows(X, unit, y, costs, mu, least_squares, W, V, two, out_tmp, out_G, out_s,
+               out_slack, out_P):
     """One block of an optimal-gradient round (module doc).
 
     Parameters
@@ -112,9 +113,14 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, o
     unit : bool
     y : ndarray of shape (n_rows,)
         Stored labels (±1, or class ids).
-    model : tuple (pos, Cp, Cn, mu, B, squared)
-        Per model: the label counted positive, the costs of positive and negative rows, the
-        hinge smoothing; the bias value ``B`` (0: no bias); ``squared``: the LS-SVM loss.
+    costs : Costs
+        The problem's costs (:class:`~streamsvm.kernels.Costs`: per model the label counted
+        positive and the costs of its positive and negative rows; the bias value ``B``, 0:
+        no bias). Its ``squared`` (the squared hinge) is not read.
+    mu : ndarray of shape (k,)
+        The hinge smoothing per model.
+    least_squares : bool
+        The squared residual of the LS-SVM in the hinge's place.
     W, V : ndarray of shape (n_features + 1, k)
         The point of the round and (``two``) the second point evaluated.
     out_tmp : ndarray of shape (3, k)
@@ -132,7 +138,7 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, o
         ``Σ C u x̄`` (the first n_features + 1 rows) and ``Σ C u`` (the last): the positive
         side of ``out_G``, from which the solver rescales the dual point to ``Σ α y = 0``.
     """
-    pos, Cp, Cn, B = model[0], model[1], model[2], model[4]
+    pos, Cp, Cn, B = costs.pos, costs.Cp, costs.Cn, costs.B
     k = W.shape[1]
     d = W.shape[0] - 1
     mw, mv, coef = out_tmp[0], out_tmp[1], out_tmp[2]
@@ -151,7 +157,8 @@ def nesvm_rows(X, unit, y, model, W, V, two, out_tmp, out_G, out_s, out_slack, o
             C = Cp[c] if yc > 0 else Cn[c]
             r = 1.0 - yc * (mw[c] + B * W[d, c])
             rv = 1.0 - yc * (mv[c] + B * V[d, c]) if two else 0.0
-            u = _model_terms(c, C, r, rv, s, norm, model, two, out_s, out_slack)
+            u = _model_terms(c, C, r, rv, s, norm, mu[c], least_squares, two, out_s,
+                             out_slack)
             coef[c] = C * u * yc
             if u != 0.0:
                 any_u = True

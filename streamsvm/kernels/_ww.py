@@ -19,6 +19,10 @@ multiplier ``β_{i,s}`` belongs to the pair (``y``, that class); the weights are
 ``W = Σ_i x̄_i β_iᵀ π σ_{y_i}``: ``+1ᵀβ_i·x̄_i`` in column ``y`` and ``−β_{i,s}·x̄_i`` in the
 column of slot ``s``. ``W`` has shape (n_features + 1, k), the bias weights in the last row
 (``_csr.py``'s orientation; ``x̄_i = (x_i, B)``).
+
+Costs: the kernels read the joint problem's :class:`~streamsvm.kernels.Costs` (one "model" per
+class, ``pos = 0..k−1``): a row of class ``y`` costs ``C_y = costs.Cp[y]``, and the bias
+feature's value is ``costs.B`` (``Cn`` and ``squared`` are not read).
 """
 
 from __future__ import annotations
@@ -279,7 +283,7 @@ def _axpy_changed(X, unit, i, dW, W, cols):
 
 
 @kernel
-def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
+def ww_epoch(X, unit, y, q, order, state, costs, model, scratch, out):
     """One sweep of block coordinate descent over the rows ``order`` of one block, with the
     read-only evaluation of the previous pass's weights fused in (spec §2.2–2.3, §8).
 
@@ -297,10 +301,12 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         ``beta`` (n_rows, k − 1) and ``gamma`` (n_rows,) of this block, updated in place;
         ``active`` (n_rows,) uint8 set to 0 for the rows skipped (β = 0 and every margin ≥
         1) — and with ``shrink`` for the rows whose β did not change — 1 for the others.
-    model : tuple (W, Wprev, Cy, B, evaluate, shrink)
+    costs : Costs
+        The joint problem's (module doc): ``Cp`` (k,) the cost of a row of each class, ``B``
+        the bias feature's value.
+    model : tuple (W, Wprev, evaluate, shrink)
         ``W`` (n_features + 1, k), updated in place; ``Wprev`` the weights at the end of the
-        previous pass (only read: with ``evaluate``, its hinge losses are summed); ``Cy``
-        (k,) the cost of a row of each class; ``B`` the bias feature's value.
+        previous pass (only read: with ``evaluate``, its hinge losses are summed).
     scratch : tuple (z, zp, v, b, dW, heap, vs, P, cols)
         float64 arrays: ``z``, ``zp`` and ``dW`` of k entries, ``v``, ``b``, ``heap`` and
         ``vs`` of k − 1, ``P`` of k; ``cols`` int64 of k.
@@ -310,7 +316,8 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
         projected-gradient entry seen (before each row's update).
     """
     beta, gamma, active = state
-    W, Wprev, Cy, B, evaluate, shrink = model
+    Cy, B = costs.Cp, costs.B
+    W, Wprev, evaluate, shrink = model
     z, zp, v, b, dW, heap, vs, P, cols = scratch
     k = W.shape[1]
     d = W.shape[0] - 1
@@ -344,7 +351,7 @@ def ww_epoch(X, unit, y, q, order, state, model, scratch, out):
 
 
 @kernel
-def ww_cocoa(X, unit, y, q, order, state, model, scratch, out_dW, out):
+def ww_cocoa(X, unit, y, q, order, state, costs, model, scratch, out_dW, out):
     """One epoch of CoCoA+'s local solver for the Weston–Watkins dual over the rows ``order``
     (``solvers/_ww_cocoa.py``): each row's block minimized exactly (Walrus) on the local
     subproblem with the safe ``σ'``: scores at ``W + σ'·ΔW``, curvature ``σ'‖x̄_i‖²``; the
@@ -353,10 +360,10 @@ def ww_cocoa(X, unit, y, q, order, state, model, scratch, out_dW, out):
 
     Parameters
     ----------
-    X, unit, y, q, order
+    X, unit, y, q, order, costs
         As in :func:`ww_epoch`.
     state : tuple (beta, gamma)
-    model : tuple (W, Cy, B, sigma)
+    model : tuple (W, sigma)
     scratch : tuple (z, zd, v, b, dW, heap, vs, P)
         As :func:`ww_epoch`'s (``zd`` in ``zp``'s place, no ``cols``).
     out_dW : ndarray of shape (n_features + 1, k)
@@ -366,7 +373,8 @@ def ww_cocoa(X, unit, y, q, order, state, model, scratch, out_dW, out):
         sweep, [2] rows whose β changed, [3] the largest projected-gradient entry.
     """
     beta, gamma = state
-    W, Cy, B, sigma = model
+    Cy, B = costs.Cp, costs.B
+    W, sigma = model
     z, zd, v, b, dW, heap, vs, P = scratch
     k = W.shape[1]
     d = W.shape[0] - 1
@@ -390,9 +398,11 @@ def ww_cocoa(X, unit, y, q, order, state, model, scratch, out_dW, out):
 
 
 @kernel
-def ww_scores_loss(X, unit, y, W, Cy, B, z, out):
+def ww_scores_loss(X, unit, y, W, costs, z, out):
     """``out[0] += Σ_i C_i Σ_{c≠y_i} max(0, 1 − (z_{i,y_i} − z_{i,c}))`` at ``W`` over a
-    block (the read-only evaluation of the exact check); ``z``: scratch of k entries."""
+    block (the read-only evaluation of the exact check; ``costs`` the joint problem's, module
+    doc); ``z``: scratch of k entries."""
+    Cy, B = costs.Cp, costs.B
     k = W.shape[1]
     d = W.shape[0] - 1
     for i in range(X[0].shape[0] - 1):

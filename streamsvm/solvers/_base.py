@@ -297,16 +297,20 @@ class Solver(abc.ABC):
     def problem(self, store):
         """The :class:`~streamsvm.problem.Problem` this solver solves on ``store``."""
 
-    def kernel_costs(self, store) -> Costs:
+    def kernel_costs(self, store, problem=None) -> Costs:
         """The problem's costs on ``store`` as the kernels read them
         (:class:`~streamsvm.kernels.Costs`): the binary model's positive label 1, or one model
-        per class (``y`` holds the class index), each with its ``Cp``/``Cn``."""
-        problem = self.problem(store)
-        Cp, Cn = problem.costs(store.classes, store.label_counts)
-        binary = store.task == "binary"
-        pos = np.array([1], np.int32) if binary else np.arange(len(store.classes),
-                                                               dtype=np.int32)
-        return Costs(pos, Cp, Cn, problem.loss == "squared_hinge", float(problem.bias))
+        per class (``y`` holds the class index), each with its ``Cp``/``Cn``; for a path of C
+        values (:attr:`Cs`) the models of each C one after the other. ``problem``: the
+        problem's (:meth:`problem`) unless given (``ww`` gives its joint problem)."""
+        problem = self.problem(store) if problem is None else problem
+        path = [problem if C is None else dataclasses.replace(problem, C=C) for C in self.Cs]
+        costs = [p.costs(store.classes, store.label_counts) for p in path]
+        Cp, Cn = (np.concatenate([c[j] for c in costs]) for j in (0, 1))
+        pos = np.array([1], np.int32) if problem.layout == "binary" else \
+            np.arange(len(store.classes), dtype=np.int32)
+        return Costs(np.tile(pos, len(path)), Cp, Cn, problem.loss == "squared_hinge",
+                     float(problem.bias))
 
     Cs = (None,)
     """The values of C the run trains one model for each: one, the solver's own ``C``

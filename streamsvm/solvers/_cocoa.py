@@ -33,7 +33,6 @@ import logging
 
 import numpy as np
 
-from ..kernels import Costs
 from ..kernels._cocoa import cocoa_rows
 from ..problem import Problem
 from ..schedule import Accumulator, Need
@@ -67,10 +66,7 @@ class CocoaDual(Solver):
         k = self.k = 1 if store.task == "binary" else len(store.classes)
         D1 = sched.n_features + 1
         sched.check_budget(self.name, {"the model and its change": Need((D1, k), count=3)})
-        Cp, Cn = self.problem(store).resolved(store.classes, store.label_counts).costs(
-            store.classes, store.label_counts)
-        pos = np.ones(k) if k == 1 else np.arange(k, dtype=np.float64)
-        self.model = Costs(pos, Cp, Cn, self.loss == "squared_hinge", float(self.bias))
+        self.model = self.kernel_costs(store)
         self.unit = store.binary_values
         self.alpha = sched.state(f"{self.name}.cocoa.alpha", np.float64, width=k)
         self.W = np.zeros((D1, k))

@@ -27,7 +27,7 @@ RHO_AUTO = (0.1, 0.5)   # homotopy="auto": the range of μ's factor per stage
 class Homotopy:
     """The smoothing's schedule of :class:`~streamsvm.solvers.nesvm.NesvmSolver` (a mixin;
     module doc). Owns ``mu_h``, ``mu1``, ``stage`` and ``mu_star``; reads the certificate's
-    ``sgap``, the Lipschitz phase's ``stats``, the costs ``Cp``/``Cn`` and the solver's
+    ``sgap``, the Lipschitz phase's ``stats``, the kernels' ``costs`` and the solver's
     parameters (``homotopy``, ``mu``, ``mu_l1``, ``mu_min``, ``rho``, ``tol``); sets
     ``done`` when a model's last stage is solved."""
 
@@ -45,7 +45,7 @@ class Homotopy:
         if self.mu_min > 0:
             self.mu_star[c] = self.mu_min
         else:
-            Cmax = max(self.Cp[c], self.Cn[c])
+            Cmax = max(self.costs.Cp[c], self.costs.Cn[c])
             self.mu_star[c] = self.tol * P0 / (Cmax * max(self.stats[0], 1e-300))
         self.mu_star[c] = min(self.mu_star[c], self.mu)
 

@@ -21,13 +21,13 @@ __all__ = ["Metric"]
 class Metric:
     """``M`` and ``L`` per model for :class:`~streamsvm.solvers.nesvm.NesvmSolver` (a mixin;
     module doc). Owns no state: reads the Lipschitz phase's ``lam``, ``theta``, ``V`` and
-    ``nv``, the costs ``Cp``/``Cn``, the homotopy's ``mu_h``/``mu1``, the sequences'
+    ``nv``, the kernels' ``costs``, the homotopy's ``mu_h``/``mu1``, the sequences'
     ``lmult`` and the solver's ``precondition``, ``lipschitz``, ``l1``, ``sq`` and ``k``."""
 
     def _curvatures(self):
         """``(L0, a)`` per model: the regularizer's curvature (1, or ``1/μ₁``) and the data
         term's factor on the operator (``C/μ``, or ``2C`` for the squared loss)."""
-        Cmax = np.maximum(self.Cp, self.Cn)
+        Cmax = np.maximum(self.costs.Cp, self.costs.Cn)
         L0 = 1.0 / self.mu1 if self.l1 else np.ones(self.k)
         a = 2.0 * Cmax if self.sq else Cmax / self.mu_h
         return L0, a

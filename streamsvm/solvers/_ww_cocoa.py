@@ -58,8 +58,8 @@ class WestonWatkinsCocoa(WestonWatkinsBase):
         W = self.W
         res = sched.map_reduce(_ww_cocoa_block, states=(self.beta, self.gamma),
                                order="random", fuse=True,
-                               args=(W, self.Cy, float(self.bias), float(K), self.unit,
-                                     self.binary, sched.seed, self.epochs),
+                               args=(W, self.costs, float(K), self.unit, self.binary,
+                                     sched.seed, self.epochs),
                                acc={"dW": Accumulator(W.shape), "s": Accumulator(4)})
         s = res["s"]
         self.epochs += 1
@@ -93,13 +93,13 @@ class WestonWatkinsCocoa(WestonWatkinsBase):
 def _ww_cocoa_block(block, views, args, acc) -> None:
     """One block of a CoCoA+ pass (``map_reduce`` kernel): its rows in a random order seeded
     by (seed, epoch, block), through :func:`~streamsvm.kernels._ww.ww_cocoa`."""
-    W, Cy, B, sigma, unit, binary, seed, epoch = args
+    W, costs, sigma, unit, binary, seed, epoch = args
     X = (block.indptr, block.indices, block.data)
     q = np.empty(block.n_rows)
-    row_sq_norms(X, B * B, q)
+    row_sq_norms(X, costs.B * costs.B, q)
     order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
     k = W.shape[1]
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
                np.empty(k - 1), np.empty(k - 1), np.empty(k))
     ww_cocoa(X, unit, class_index(block.y, binary), q, order.astype(np.int64),
-             (views[0], views[1]), (W, Cy, B, sigma), scratch, acc["dW"], acc["s"])
+             (views[0], views[1]), costs, (W, sigma), scratch, acc["dW"], acc["s"])

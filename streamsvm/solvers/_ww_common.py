@@ -15,11 +15,13 @@ as a binary model and declared as that problem.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..exceptions import InvalidParameterError
 from ..kernels._ww import ww_scores_loss
-from ..problem import Problem, class_costs
+from ..problem import Problem
 from ..schedule import Accumulator, Need
 from ._base import C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver
 
@@ -47,11 +49,16 @@ class WestonWatkinsBase(Solver):
     )
 
     def problem(self, store) -> Problem:
-        binary = store.task == "binary"
-        return Problem(loss="hinge", C=2 * self.C if binary else self.C,
-                       class_weight=self.class_weight, bias=self.bias,
-                       bias_mode="regularized" if self.bias else "none",
-                       layout="binary" if binary else "joint")
+        joint = self.joint_problem()
+        if store.task != "binary":
+            return joint
+        return dataclasses.replace(joint, C=2 * self.C, layout="binary")   # (module doc)
+
+    def joint_problem(self) -> Problem:
+        """The Weston–Watkins problem with ``C``, which the kernels solve on every store (two
+        classes too: declared as the binary problem, module doc)."""
+        return Problem(loss="hinge", C=self.C, class_weight=self.class_weight, bias=self.bias,
+                       bias_mode="regularized" if self.bias else "none", layout="joint")
 
     def check_store(self, store) -> None:
         if len(store.classes) < 2:
@@ -68,10 +75,9 @@ class WestonWatkinsBase(Solver):
         k = self.k = 2 if self.binary else len(store.classes)
         D1 = sched.n_features + 1
         sched.check_budget("ww", {weights: Need((D1, k), count=3)})
-        # the cost of a row of each class (a binary store's classes: −1, +1 → 0, 1)
-        Cp, _ = class_costs("solver 'ww'", self.C, self.class_weight, "multiclass",
-                            np.asarray(store.classes), store.label_counts)
-        self.Cy = np.ascontiguousarray(np.resize(Cp, k), dtype=np.float64)
+        # the joint problem's costs: Cp[y] of a row of class y (a binary store's classes:
+        # −1, +1 → 0, 1), the kernels' (kernels/_ww.py)
+        self.costs = self.kernel_costs(store, self.joint_problem())
         self.unit = store.binary_values
         self.beta = sched.state("ww.beta", np.float64, width=k - 1)
         self.gamma = sched.state("ww.gamma", np.float64)
@@ -95,8 +101,7 @@ class WestonWatkinsBase(Solver):
     def _store_loss(self, sched, W) -> float:
         """The summed hinge loss of weights ``W`` over the store: one read-only
         ``map_reduce`` pass (:func:`ww_loss_block`)."""
-        return sched.map_reduce(ww_loss_block, args=(W, self.Cy, float(self.bias), self.unit,
-                                                     self.binary),
+        return sched.map_reduce(ww_loss_block, args=(W, self.costs, self.unit, self.binary),
                                 acc={"loss": Accumulator(1)})["loss"][0]
 
     @staticmethod
@@ -139,7 +144,7 @@ def class_index(y, binary) -> np.ndarray:
 
 def ww_loss_block(block, views, args, acc):
     """The Weston–Watkins hinge loss of one block at fixed weights (``map_reduce`` kernel)."""
-    W, Cy, B, unit, binary = args
+    W, costs, unit, binary = args
     X = (block.indptr, block.indices, block.data)
-    ww_scores_loss(X, unit, class_index(block.y, binary), W, Cy, B, np.empty(W.shape[1]),
+    ww_scores_loss(X, unit, class_index(block.y, binary), W, costs, np.empty(W.shape[1]),
                    acc["loss"])

@@ -198,9 +198,7 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
         self.jacobi = self.precondition and not self.paper and not self.gram
         self.free = bool(self.free_bias and self.bias)
         sched.check_budget("alm", self._needs())
-        prob = self.problem(store).resolved(store.classes, store.label_counts)
-        self.Cp, self.Cn = prob.costs(store.classes, store.label_counts)
-        self.pos = np.ones(K) if self.m == 1 else np.arange(self.m, dtype=np.float64)
+        self.costs = self.kernel_costs(store)
         self.unit = store.binary_values
         self.n_rows = sched.n_rows
         # D: 1 on the regularized coordinates (the bias: 0 when free; unused when B = 0)
@@ -291,10 +289,11 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
             acc["colsq"] = Accumulator(D1)
         if want_H:
             acc["H"] = Accumulator((D1, D1))
-        model = (self.pos, self.Cp, self.Cn, float(self.bias), float(self.p), BAND)
+        loss = (float(self.p), BAND)
         mus = (float(self.mus[0]), float(self.mus[1]))
         flags = (first, self.gram, self.paper, want_colsq, want_H)
-        res = sched.map_reduce(_rows_block, args=(self.W, model, mus, flags, self.unit),
+        res = sched.map_reduce(_rows_block, args=(self.W, self.costs, loss, mus, flags,
+                                                  self.unit),
                                states=(self.lam, self.e), acc=acc)
         if want_H:
             self.H0[...] = res["H"]
@@ -317,13 +316,13 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
 
 def _rows_block(block, views, args, acc) -> None:
     """One block of pass A (``map_reduce`` kernel): :func:`alm_rows`."""
-    W, model, mus, flags, unit = args
+    W, costs, (p, band), mus, flags, unit = args
     lam, e = views
     k = W.shape[1]
     dummy1, dummy2 = _DUMMY1, _DUMMY2
-    alm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, lam, e, mus,
-             flags, np.empty((2, k)), acc["G"], acc["V"], acc["s"], acc.get("gobj", dummy2),
-             acc.get("colsq", dummy1), acc.get("H", dummy2))
+    alm_rows((block.indptr, block.indices, block.data), unit, block.y, costs, p, band, W, lam,
+             e, mus, flags, np.empty((2, k)), acc["G"], acc["V"], acc["s"],
+             acc.get("gobj", dummy2), acc.get("colsq", dummy1), acc.get("H", dummy2))
 
 
 _DUMMY1 = np.zeros(0)

@@ -92,7 +92,6 @@ stage switch. Several models share each pass: one-vs-rest classes and a path of 
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import numpy as np
@@ -190,11 +189,6 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
                        l1=1.0 if l1 else 0.0, l2=0.0 if l1 else 1.0,
                        layout="binary" if store.task == "binary" else "ovr")
 
-    def problems(self, store) -> list:
-        """One problem per C of the path."""
-        p = self.problem(store)
-        return [dataclasses.replace(p, C=C) for C in self.Cs]
-
     def check_store(self, store) -> None:
         if self.free_bias and (self.loss != "hinge" or self.penalty != "l2" or not self.bias):
             raise InvalidParameterError(
@@ -222,15 +216,7 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
         sched.check_budget("nesvm", {"the models, their sequences and gradients":
                                      (Need((D1, K), count=8),
                                       Need((D1, POWER_VECTORS), count=3))})
-        Cp, Cn = [], []
-        for p in self.problems(store):
-            cp, cn = p.resolved(store.classes, store.label_counts).costs(
-                store.classes, store.label_counts)
-            Cp.append(cp)
-            Cn.append(cn)
-        self.Cp, self.Cn = np.concatenate(Cp), np.concatenate(Cn)
-        self.pos = np.ones(K) if self.m == 1 else np.tile(np.arange(self.m, dtype=np.float64),
-                                                          len(self.Cs))
+        self.costs = self.kernel_costs(store)      # the models of each C of the path
         self.unit = store.binary_values
         self.sq = self.loss == "squared"
         self.l1 = self.penalty == "l1"
@@ -301,7 +287,6 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
         ``nesvm_rows`` and ``G`` (``y`` evaluated too when ``two``)."""
         K = self.k
         mu = np.where(self.mu_h > 0, self.mu_h, 0.0)
-        model = (self.pos, self.Cp, self.Cn, mu, float(self.bias), self.sq)
         acc = {"G": Accumulator((self.d1, K)), "s": Accumulator((K, N_SUMS))}
         if self.free_bias:
             acc["P"] = Accumulator((self.d1 + 1, K))      # the positive side (module doc)
@@ -310,7 +295,8 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
             active = self._screen(two)
             if active is None:                        # a full pass refreshes the bounds
                 acc["slack"] = Accumulator((sched.n_blocks, K), op="min")
-        res = sched.map_reduce(_round_block, args=(self.W, self.Y, two, model, self.unit),
+        res = sched.map_reduce(_round_block, args=(self.W, self.Y, two, self.costs, mu, self.sq,
+                                                   self.unit),
                                acc=acc, active=active)
         if "slack" in res:
             self._refresh_bounds(res["slack"])
@@ -337,10 +323,11 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
 def _round_block(block, views, args, acc) -> None:
     """One block of a round (``map_reduce`` kernel): :func:`nesvm_rows`, and the block's
     screening slack at ``W`` per model (``acc["slack"][block id]``)."""
-    W, Y, two, model, unit = args
+    W, Y, two, costs, mu, least_squares, unit = args
     slack = np.full(W.shape[1], np.inf)
     sides = acc["P"] if "P" in acc else np.empty((0, W.shape[1]))
-    nesvm_rows((block.indptr, block.indices, block.data), unit, block.y, model, W, Y, two,
-               np.empty((3, W.shape[1])), acc["G"], acc["s"], slack, sides)
+    nesvm_rows((block.indptr, block.indices, block.data), unit, block.y, costs, mu,
+               least_squares, W, Y, two, np.empty((3, W.shape[1])), acc["G"], acc["s"], slack,
+               sides)
     if "slack" in acc:
         np.minimum(acc["slack"][block.id], slack, out=acc["slack"][block.id])

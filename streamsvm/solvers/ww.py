@@ -152,18 +152,18 @@ class WestonWatkinsSolver(WestonWatkinsBase):
 
     def _pass_block(self, block, views, sched, Wprev, scratch, out) -> None:
         """The pass's :func:`ww_epoch` over one block, its rows in a seeded order."""
-        B = float(self.bias)
+        B = self.costs.B
         X = (block.indptr, block.indices, block.data)
         q = np.empty(block.n_rows)
         row_sq_norms(X, B * B, q)
         order = sched.block_rng(block).permutation(block.n_rows).astype(np.int64)
-        ww_epoch(X, self.unit, class_index(block.y, self.binary), q, order, views,
-                 (self.W, Wprev, self.Cy, B, True, False), scratch, out)
+        ww_epoch(X, self.unit, class_index(block.y, self.binary), q, order, views, self.costs,
+                 (self.W, Wprev, True, False), scratch, out)
 
     def _epoch_on(self, sl, y, q, order, states, model, out) -> int:
         """:func:`ww_epoch` over the RAM slab ``sl``'s rows ``order`` (``states``: their β,
         γ and flags): the rows visited."""
-        ww_epoch(sl.X, self.unit, y, q, order, states, model, self._scratch(), out)
+        ww_epoch(sl.X, self.unit, y, q, order, states, self.costs, model, self._scratch(), out)
         return len(order)
 
     # -- the whole store in RAM: rounds of one evaluating sweep and shrunk sweeps ---------
@@ -173,7 +173,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
         (their exact gap: the certified iterate), then — from the second round on and
         unless a rule holds — sweeps of the rows not shrunk, as many visits as the gaps so
         far say are needed to reach the stopping rule before the next certificate."""
-        rows, B = self.rows, float(self.bias)
+        rows = self.rows
         if rows.ram is None:
             rows.load_all()                 # one bulk read of the store; no streamed pass
         sl = rows.ram
@@ -185,11 +185,11 @@ class WestonWatkinsSolver(WestonWatkinsBase):
         order = sched.rng(self.sweeps, _SLAB_STREAM).permutation(n).astype(np.int64)
         self.sweeps += 1
         self.visits += sched.sweep(self._epoch_on, y, q, order, (beta, gamma, live),
-                                   (self.W, Wprev, self.Cy, B, not first, True), out,
+                                   (self.W, Wprev, not first, True), out,
                                    over=rows).visits
         self.epochs += 1
         # at W = 0 every pair's hinge is 1: P(0) = Σ_i C_i (k − 1), no evaluation needed
-        loss = float(self.Cy[y].sum()) * (self.k - 1) if first else float(out[0])
+        loss = float(self.costs.Cp[y].sum()) * (self.k - 1) if first else float(out[0])
         self._certify(Wprev, *self._objectives(Wprev, loss, self.gsum[0]))
         self.gsum[0] = out[1]
         self.trend[:2] = self.trend[2:]
@@ -208,7 +208,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
         """The slab's class indices and ``‖x̄_i‖²``, computed once per slab."""
         version, y, q = self._slab_arrays
         if version != self.rows.ram_version:
-            B = float(self.bias)
+            B = self.costs.B
             y = class_index(sl.y, self.binary)
             q = np.empty(sl.n_rows)
             row_sq_norms(sl.X, B * B, q)
@@ -249,7 +249,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
             self.sweeps += 1
             sweeps += 1
             swept = sched.sweep(self._epoch_on, y, q, order, (beta, gamma, live),
-                                (self.W, self.W, self.Cy, float(self.bias), False, True),
+                                (self.W, self.W, False, True),
                                 np.zeros(4), over=self.rows)
             self.visits += swept.visits
             done += swept.visits
@@ -273,7 +273,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
         exact from the slab alone: it is evaluated when the sweeps stop (a read-only visit of
         the rows, counted too), and when it meets a stopping rule the weights are certified
         there, with no pass over the store: ``(sweeps, certified)``."""
-        sl, B = self.rows.ram, float(self.bias)
+        sl = self.rows.ram
         beta, gamma = sl.local["ww.beta"], sl.local["ww.gamma"]
         y, q = self._slab_rows(sl)
         before = float(gamma.sum())
@@ -288,7 +288,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
             self.sweeps += 1
             out = np.zeros(4)
             self.visits += sched.sweep(self._epoch_on, y, q, order, (beta, gamma, live),
-                                       (self.W, self.W, self.Cy, B, False, True), out,
+                                       (self.W, self.W, False, True), out,
                                        over=self.rows).visits
             stop = out[3] <= _SLAB_PG * pg_pass or not live.any()
             if self.rows.ram_full and (stop and full or n == _SLAB_SWEEPS):
@@ -325,8 +325,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
 
     def _loss_on(self, sl, y, out_loss) -> int:
         """:func:`ww_scores_loss` over every row of the slab ``sl``: their number."""
-        ww_scores_loss(sl.X, self.unit, y, self.W, self.Cy, float(self.bias), np.empty(self.k),
-                       out_loss)
+        ww_scores_loss(sl.X, self.unit, y, self.W, self.costs, np.empty(self.k), out_loss)
         return sl.n_rows
 
     def final_check(self, sched) -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from streamsvm.kernels import Costs
 from streamsvm.kernels._alm import N_SUMS, alm_cg, alm_rows, prox_u
 
 
@@ -111,7 +112,7 @@ def test_pass_a_matches_dense(p, first, gram, unit):
     n, d = X.shape
     rng = np.random.default_rng(1)
     y = rng.integers(0, 3, n).astype(np.float64)
-    pos = np.array([0.0, 1.0, 2.0])
+    pos = np.arange(3, dtype=np.int32)
     Cp, Cn = np.array([1.0, 2.0, 0.5]), np.array([1.5, 1.0, 0.5])
     B, band = 0.7, 0.1
     W = rng.normal(size=(d + 1, 3)) * 0.3
@@ -123,8 +124,9 @@ def test_pass_a_matches_dense(p, first, gram, unit):
     G, V, gobj = np.zeros((d + 1, 3)), np.zeros((d + 1, 12)), np.zeros((d + 1, 3))
     colsq, H = np.zeros(d + 1), np.zeros((d + 1, d + 1))
     data = np.zeros(0) if unit else X.data
-    alm_rows((X.indptr, X.indices, data), unit, y, (pos, Cp, Cn, B, p, band), W, lam, e, mus,
-             (first, gram, True, True, True), np.empty((2, 3)), G, V, s, gobj, colsq, H)
+    alm_rows((X.indptr, X.indices, data), unit, y, Costs(pos, Cp, Cn, False, B), p, band, W,
+             lam, e, mus, (first, gram, True, True, True), np.empty((2, 3)), G, V, s, gobj,
+             colsq, H)
     for got, want in zip((lam, e, s, G, V, gobj, colsq, H), ref):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 

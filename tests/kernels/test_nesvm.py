@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from streamsvm.kernels import Costs
 from streamsvm.kernels._nesvm import N_SUMS, nesvm_power, nesvm_rows
 
 
@@ -62,7 +63,7 @@ def test_fused_pass_matches_dense(unit, squared, B):
     n, d = X.shape
     rng = np.random.default_rng(1)
     y = rng.integers(0, 3, n).astype(np.int32)            # class ids: three one-vs-rest models
-    pos = np.array([0.0, 1.0, 2.0])
+    pos = np.arange(3, dtype=np.int32)
     Cp, Cn = np.array([1.0, 2.0, 0.5]), np.array([1.0, 0.3, 4.0])
     mu = np.array([0.7, 0.05, 3.0])
     W = rng.normal(size=(d + 1, 3)) * 0.3
@@ -70,8 +71,8 @@ def test_fused_pass_matches_dense(unit, squared, B):
     out_s, out_G, slack = np.zeros((3, N_SUMS)), np.zeros((d + 1, 3)), np.full(3, np.inf)
     data = np.zeros(0) if unit else X.data
     out_P = np.zeros((d + 2, 3))
-    nesvm_rows((X.indptr, X.indices, data), unit, y, (pos, Cp, Cn, mu, B, squared), W, V, True,
-               np.empty((3, 3)), out_G, out_s, slack, out_P)
+    nesvm_rows((X.indptr, X.indices, data), unit, y, Costs(pos, Cp, Cn, False, B), mu, squared,
+               W, V, True, np.empty((3, 3)), out_G, out_s, slack, out_P)
     want, G = _dense_sums(X, y, pos, Cp, Cn, mu, B, W, V, squared)
     if not squared:     # the positive side (a free bias, hinge): the rows of y_ic = +1 alone
         for c in range(3):
@@ -96,14 +97,15 @@ def test_smoothed_hinge_bounds_and_gradient():
     X = _block(n=60, d=8, empty_row=False, seed=3)
     y = np.where(np.arange(60) % 3 == 0, 1.0, -1.0).astype(np.float32)
     B, mu = 1.0, 0.4
-    model = (np.ones(1), np.ones(1), np.ones(1), np.full(1, mu), B, False)
+    costs = Costs(np.ones(1, np.int32), np.ones(1), np.ones(1), False, B)
     rng = np.random.default_rng(2)
     w = rng.normal(size=(9, 1))
 
     def f(w):
         s, G = np.zeros((1, N_SUMS)), np.zeros((9, 1))
-        nesvm_rows((X.indptr, X.indices, X.data), False, y, model, np.ascontiguousarray(w), w,
-                   False, np.empty((3, 1)), G, s, np.full(1, np.inf), np.empty((0, 1)))
+        nesvm_rows((X.indptr, X.indices, X.data), False, y, costs, np.full(1, mu), False,
+                   np.ascontiguousarray(w), w, False, np.empty((3, 1)), G, s, np.full(1, np.inf),
+                   np.empty((0, 1)))
         return s[0], G[:, 0]
     s, G = f(w)
     Xd = np.hstack([X.toarray(), np.ones((60, 1))])

@@ -14,6 +14,7 @@ from streamsvm._evaluate import evaluate
 from streamsvm._train import train
 from streamsvm.exceptions import ConvergenceWarning
 from streamsvm.io import InMemoryStore
+from streamsvm.kernels import Costs
 from streamsvm.schedule import PassScheduler
 from streamsvm.solvers.ww import WestonWatkinsSolver
 
@@ -207,8 +208,13 @@ def _cocoa_sweep(X, yi, k, C, W, beta, gamma, rows, sigma, dW):
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
                np.empty(k - 1), np.empty(k - 1), np.empty(k))
     ww_cocoa(Xb, False, yi, q, np.asarray(rows, dtype=np.int64), (beta, gamma),
-             (W, np.full(k, C), 0.0, float(sigma)), scratch, dW, out)
+             _joint_costs(k, C), (W, float(sigma)), scratch, dW, out)
     return out
+
+
+def _joint_costs(k, C):
+    """The kernels' costs of ``k`` classes of cost ``C``, no bias (kernels/_ww.py)."""
+    return Costs(np.arange(k, dtype=np.int32), np.full(k, C), np.full(k, C), False, 0.0)
 
 
 def test_cocoa_kernel_with_one_partition_is_the_plain_sweep():
@@ -230,7 +236,7 @@ def test_cocoa_kernel_with_one_partition_is_the_plain_sweep():
     q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
     for _ in range(2):
         ww_epoch((Xc.indptr, Xc.indices, Xc.data), False, yi, q, rows.astype(np.int64),
-                 (b2, g2, np.ones(n, np.uint8)), (W, W, np.full(k, 0.5), 0.0, False, False),
+                 (b2, g2, np.ones(n, np.uint8)), _joint_costs(k, 0.5), (W, W, False, False),
                  (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
                   np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k, np.int64)),
                  np.zeros(4))
