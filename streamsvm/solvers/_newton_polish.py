@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 
-from ..kernels import Costs
 from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
 from ..kernels._newton import smooth_hinge
@@ -53,7 +52,7 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
         ``Σ C_i y_i x̄_i`` over the rows past the band (their duals at the bound).
     pen : ndarray of shape (n_features + 1,)
         The ℓ1 weights (0 on the bias; all 0: ℓ2 alone, dual coordinate descent first).
-    prob : Costs
+    prob : kernels.Costs
         The problem's costs (``pos``, ``Cp``, ``Cn``); ``B`` the bias feature, ``unit``
         the store's values all 1.
     rng : callable
@@ -117,7 +116,6 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
         limit[c] = _POLISH_EPOCHS * len(r)
     qd = np.empty(n, np.float32)
     row_sq_norms(sl.X, B * B, qd)
-    pos, Cp, Cn = prob.pos, prob.Cp, prob.Cn
     eps = np.full(k, _POLISH_EPS)
     visits = 0
     for rnd in range(2):                   # then once more with every row un-shrunk
@@ -132,7 +130,7 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
         dcd_classes_epochs(sl.X, unit, sl.y, qd,
                            (alpha, active, np.zeros((k, n), np.float32)),
                            (W, np.zeros((k, d)), np.zeros((k, 2))),
-                           Costs(pos, Cp, Cn, False, B), shrink,
+                           prob._replace(squared=False), shrink,   # the hinge's duals
                            (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
                            (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
                             np.empty(5)), (pg, cert, info))
