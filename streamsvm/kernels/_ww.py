@@ -224,9 +224,8 @@ def _take_step(i, yi, b, beta, dW):
     """``β_i ← b``; ``dW`` (k,) set to the change of the row's coefficients in W's
     columns (module doc). Returns whether ``β_i`` changed.
 
-    A call, not inlined by numba: inlined, the whole ww epoch on dna ran 15 % slower
-    (0.121 s against 0.104 s to tol 1e-5, C = 1, fastest of 25 fits; LLVM inlines the call
-    anyway)."""
+    A call, not inlined by numba: inlined, ww on dna ran 12–15 % slower (BENCHMARKS.md,
+    "Every solver in memory, before and after issue 34"; LLVM inlines the call anyway)."""
     changed = False
     tot = 0.0
     for s in range(beta.shape[1]):
