@@ -89,10 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "512MB; each costs one flush of partial shards)")
     c.add_argument("--compression", default="lz4", metavar="SPEC",
                    help="compressor of the store's chunks: lz4 (default, level 5), lz4:N, "
-                        "zstd (level 1), zstd:N, blosclz:N (Blosc, level N 1-9) or none. "
-                        "zstd stores are smaller but slower to decode, none is the largest "
-                        "and needs no decoding: a smaller store pays where the disk, not the "
-                        "CPU, bounds each pass. Training results do not depend on it")
+                        "zstd (level 4), zstd:N, blosclz, blosclz:N (Blosc, level N 1-9) or "
+                        "none. zstd makes the smallest store but decodes at half lz4's speed; "
+                        "none is the largest and needs no decoding: fewer bytes pay where the "
+                        "disk, not the CPU, bounds a pass. Training results do not depend on "
+                        "it")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     add_storage(c)
 

@@ -129,6 +129,11 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         fsspec options for inputs and output (e.g. S3 endpoint and credentials).
     shuffle_memory : int, default 256 MiB
         Memory the shuffle holds: one loaded bucket and the permuted pieces cut from it.
+    compression : str, default "lz4"
+        The compressor of the store's inner chunks: ``"lz4"``, ``"lz4:N"``, ``"zstd"``,
+        ``"zstd:N"``, ``"blosclz"``, ``"blosclz:N"`` (Blosc at level N, 1-9, byte shuffle;
+        lz4 and blosclz at 5 and zstd at 4 without one) or ``"none"`` (every chunk stored as
+        it is, with its CRC-32C). Training results do not depend on it.
 
     Returns
     -------

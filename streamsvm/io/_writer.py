@@ -108,10 +108,10 @@ class StoreWriter:
         The ``streamsvm`` attributes of an unfinished store to continue.
     compression : str, default "lz4"
         The inner chunks' compressor (:func:`~streamsvm.io._compression.parse_compression`);
-        recorded in ``options`` and in every array's ``zarr.json``. Blosc lz4 with byte
-        shuffle by default: faster to write and to read than zstd at about the same ratio
-        (``tools/bench.py codecs``); then a CRC-32C of the compressed bytes, checked on every
-        read (``_integrity.py``).
+        recorded in ``options`` and in every array's ``zarr.json``. Blosc lz4 (level 5, byte
+        shuffle) by default: decoded 2-4x as fast as zstd's, for a store 12 % larger
+        (``tools/bench.py codecs``, BENCHMARKS.md); then a CRC-32C of the compressed bytes,
+        checked on every read (``_integrity.py``).
     """
 
     def __init__(self, url: str, *, chunk_rows: int, dtype="float32", index_dtype="int32",

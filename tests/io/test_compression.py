@@ -21,7 +21,7 @@ from streamsvm.io._writer import StoreWriter, write_store
 
 from .helpers import assert_csr_equal, reseal, store_arrays, store_to_csr, write_svm
 
-CODECS = ("lz4", "zstd", "zstd:4", "blosclz:2", "none")
+CODECS = ("lz4", "zstd", "zstd:1", "blosclz:2", "none")
 INNER, SHARD = 512, 2048            # entries per inner chunk and shard of indices / data
 
 
@@ -47,7 +47,7 @@ def _inner_codecs(url, name="indices"):
 
 
 @pytest.mark.parametrize("spec, canonical", [
-    ("lz4", "lz4:5"), ("LZ4:3", "lz4:3"), ("zstd", "zstd:1"), ("zstd:9", "zstd:9"),
+    ("lz4", "lz4:5"), ("LZ4:3", "lz4:3"), ("zstd", "zstd:4"), ("zstd:9", "zstd:9"),
     ("blosclz", "blosclz:5"), ("blosclz:2", "blosclz:2"), (" none ", "none")])
 def test_forms(spec, canonical):
     assert parse_compression(spec).spec == canonical
@@ -219,7 +219,7 @@ def _stopped_at_first_resume_point(monkeypatch, src, out, **kw):
 
 
 @pytest.mark.parametrize("first, then, restarts", [
-    ("zstd", "zstd:1", False), ("zstd", "none", True), ("lz4", "lz4:5", False),
+    ("zstd", "zstd:4", False), ("zstd", "none", True), ("lz4", "lz4:5", False),
     (None, "lz4", False), (None, "zstd", True)])
 def test_resume_continues_only_with_the_same_compression(first, then, restarts, tmp_path,
                                                          monkeypatch, caplog):
