@@ -13,13 +13,14 @@ import pytest
 import streamsvm as ss
 from streamsvm.cli import main
 from streamsvm.exceptions import InvalidParameterError, StoreCorruptError
-from streamsvm.io import _writer, convert, read_meta, verify_store
+from streamsvm.io import _writer, convert, verify_store
 from streamsvm.io._compression import Compression, parse_compression
 from streamsvm.io._direct import DirectArray, _expected_layout
 from streamsvm.io._integrity import crc32c
-from streamsvm.io._writer import StoreWriter, write_store
+from streamsvm.io._writer import write_store
 
-from .helpers import assert_csr_equal, reseal, store_arrays, store_to_csr, write_svm
+from .helpers import (assert_csr_equal, reseal, stop_at_first_resume_point, store_arrays,
+                      store_to_csr, write_svm)
 
 CODECS = ("lz4", "zstd", "zstd:1", "blosclz:2", "none")
 INNER, SHARD = 512, 2048            # entries per inner chunk and shard of indices / data
@@ -204,20 +205,6 @@ def test_damaged_uncompressed_chunks_are_errors(stores, tmp_path):
     assert arr.compression.cname is None and arr.check_shard(0) == []
 
 
-def _stopped_at_first_resume_point(monkeypatch, src, out, **kw):
-    save = StoreWriter.save_progress
-
-    def stop_after(self, state):
-        save(self, state)
-        raise KeyboardInterrupt
-
-    with monkeypatch.context() as mp:
-        mp.setattr(StoreWriter, "save_progress", stop_after)
-        with pytest.raises(KeyboardInterrupt):
-            convert(str(src), str(out), **kw)
-    assert read_meta(str(out))["progress"]["input"] is not None
-
-
 @pytest.mark.parametrize("first, then, restarts", [
     ("zstd", "zstd:4", False), ("zstd", "none", True), ("lz4", "lz4:5", False),
     (None, "lz4", False), (None, "zstd", True)])
@@ -228,8 +215,9 @@ def test_resume_continues_only_with_the_same_compression(first, then, restarts, 
     write_svm(tmp_path / "in.svm", n=3000, d=40)
     out = tmp_path / "out.zarr"
     kw = dict(chunk_rows=100, progress_bytes=1, block_bytes=4096)
-    _stopped_at_first_resume_point(monkeypatch, tmp_path / "in.svm", out,
-                                   compression=first or "lz4", **kw)
+    progress = stop_at_first_resume_point(monkeypatch, tmp_path / "in.svm", out,
+                                          compression=first or "lz4", **kw)
+    assert progress["input"] is not None
     if first is None:
         doc = json.loads((out / "zarr.json").read_text())
         doc["attributes"]["streamsvm"]["options"].pop("compression")
