@@ -158,8 +158,7 @@ def _version() -> str:
 
 
 def _cmd_convert(args) -> int:
-    from .io import convert
-    from .io._compression import parse_compression
+    from .io import convert, parse_compression
     from ._units import parse_size
     if len(args.inputs) < 2:
         raise InvalidParameterError("give at least one INPUT and the OUTPUT store")
