@@ -2,6 +2,7 @@
 
 Everything outside ``io/`` imports from here, never from a private ``io`` module."""
 
+from ._compression import parse_compression
 from ._convert import NO_LIMIT, convert
 from ._derived import read_derived, write_derived
 from ._labels import label_key
@@ -20,5 +21,6 @@ from ._writer import write_store
 __all__ = ["ATTRS_KEY", "FORMAT_VERSION", "NO_LIMIT", "STDOUT", "Chunk", "InMemoryStore",
            "OutputLock", "Store", "StoreMeta", "access_error", "convert", "describe_inputs",
            "is_local", "iter_blocks", "join_url", "label_key", "open_output", "open_store",
-           "output_target", "parse_block", "read_derived", "read_meta", "remote_errors",
-           "url_to_fs", "verify_store", "write_atomic", "write_derived", "write_store"]
+           "output_target", "parse_block", "parse_compression", "read_derived", "read_meta",
+           "remote_errors", "url_to_fs", "verify_store", "write_atomic", "write_derived",
+           "write_store"]

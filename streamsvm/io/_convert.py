@@ -21,6 +21,8 @@ import time
 import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError, StoreWriteError
+from ._compression import DEFAULT as DEFAULT_COMPRESSION
+from ._compression import LEGACY, parse_compression
 from ._lock import OutputLock
 from ._parse import FLOAT32_MAX_VALUE, parse_block
 from ._shuffle import Shuffler, bucket_bytes
@@ -37,7 +39,8 @@ NO_LIMIT = 2**62
 INT32_MAX = 2**31 - 1
 
 
-def _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed):
+def _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed,
+                  compression=DEFAULT_COMPRESSION):
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     inputs = [os.fspath(u) for u in inputs]
@@ -62,6 +65,7 @@ def _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed)
                                     f"Got {n_features!r} instead.")
     if not isinstance(seed, (int, np.integer)):
         raise InvalidParameterError(f"The 'seed' parameter must be an int. Got {seed!r} instead.")
+    parse_compression(compression)
     return inputs, zb
 
 
@@ -95,7 +99,8 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
             sort_indices: bool = False, overwrite: bool = False, resume: bool = False,
             storage_options: dict | None = None, scratch_dir: str | None = None,
             shuffle_memory: int = 256 << 20, progress: bool = False,
-            progress_bytes: int = 512 << 20, block_bytes: int = BLOCK_BYTES):
+            progress_bytes: int = 512 << 20, block_bytes: int = BLOCK_BYTES,
+            compression: str = DEFAULT_COMPRESSION):
     """Convert libsvm/svmlight text files into a chunked Zarr v3 CSR store.
 
     Parameters
@@ -124,6 +129,11 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
         fsspec options for inputs and output (e.g. S3 endpoint and credentials).
     shuffle_memory : int, default 256 MiB
         Memory the shuffle holds: one loaded bucket and the permuted pieces cut from it.
+    compression : str, default "lz4"
+        The compressor of the store's inner chunks: ``"lz4"``, ``"lz4:N"``, ``"zstd"``,
+        ``"zstd:N"``, ``"blosclz"``, ``"blosclz:N"`` (Blosc at level N, 1-9, byte shuffle;
+        lz4 and blosclz at 5 and zstd at 4 without one) or ``"none"`` (every chunk stored as
+        it is, with its CRC-32C). Training results do not depend on it.
 
     Returns
     -------
@@ -153,7 +163,8 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
     # one writer per output: its lock (beside the store) is taken before anything is
     # touched; an output inside an input file is refused first (no lock can go there)
     check_not_an_input(os.fspath(output), _check_params(
-        inputs, chunk_rows, zero_based, dtype, task, n_features, seed)[0], storage_options)
+        inputs, chunk_rows, zero_based, dtype, task, n_features, seed, compression)[0],
+        storage_options)
     check_output_parent(os.fspath(output), storage_options)   # before its lock goes there
     with OutputLock(output, storage_options=storage_options):
         return _convert(inputs, output, chunk_rows=chunk_rows, shuffle=shuffle, seed=seed,
@@ -161,20 +172,24 @@ def convert(inputs, output, *, chunk_rows: int = 65536, shuffle: bool = False, s
                         sort_indices=sort_indices, overwrite=overwrite, resume=resume,
                         storage_options=storage_options, scratch_dir=scratch_dir,
                         shuffle_memory=shuffle_memory, progress=progress,
-                        progress_bytes=progress_bytes, block_bytes=block_bytes)
+                        progress_bytes=progress_bytes, block_bytes=block_bytes,
+                        compression=compression)
 
 
 def _convert(inputs, output, *, chunk_rows, shuffle, seed, n_features, zero_based, dtype,
              task, sort_indices, overwrite, resume, storage_options, scratch_dir,
-             shuffle_memory, progress, progress_bytes, block_bytes):
+             shuffle_memory, progress, progress_bytes, block_bytes, compression):
     """:func:`convert`, under the output's lock."""
-    inputs, zb = _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed)
+    inputs, zb = _check_params(inputs, chunk_rows, zero_based, dtype, task, n_features, seed,
+                               compression)
+    compression = parse_compression(compression)
     files = describe_inputs(inputs, storage_options)
     output = os.fspath(output)
     index_dtype = "int64" if (n_features or 0) >= INT32_MAX else "int32"
     options = {"chunk_rows": int(chunk_rows), "shuffle": bool(shuffle), "seed": int(seed),
                "n_features": n_features, "zero_based": zb, "dtype": np.dtype(dtype).name,
-               "task": task, "sort_indices": bool(sort_indices)}
+               "task": task, "sort_indices": bool(sort_indices),
+               "compression": compression.spec}
     source = {"files": [{"url": f.url, "size": f.size, "compression": f.compression}
                         for f in files]}
     with write_errors(f"the store {output!r}"):
@@ -185,7 +200,7 @@ def _convert(inputs, output, *, chunk_rows, shuffle, seed, n_features, zero_base
                         "before its first one): restarting", output)
             prepare_output(output, storage_options, overwrite=True)
             resume_meta = None
-        elif resume_meta is not None and (resume_meta.get("options") != options
+        elif resume_meta is not None and (_recorded_options(resume_meta) != options
                                           or resume_meta.get("source") != source or shuffle):
             why = "--shuffle conversions restart" if shuffle else "inputs or options differ"
             log.warning("cannot resume the unfinished store at %s (%s): restarting", output,
@@ -215,7 +230,8 @@ def _convert(inputs, output, *, chunk_rows, shuffle, seed, n_features, zero_base
         with write_errors(f"the store {output!r}"):
             writer = StoreWriter(output, chunk_rows=chunk_rows, dtype=dtype,
                                  index_dtype=index_dtype, storage_options=storage_options,
-                                 options=options, source=source, resume_meta=resume_meta)
+                                 options=options, source=source, resume_meta=resume_meta,
+                                 compression=compression)
         sink = _WriterThread(writer)
         blocks = _parsed_blocks(files, storage_options, start, bounds, sort_indices,
                                 block_bytes, crcs, index_dtype, dtype, underflow)
@@ -264,6 +280,14 @@ def _convert(inputs, output, *, chunk_rows, shuffle, seed, n_features, zero_base
     log.info("converted %d rows, %d features, %d non-zeros into %s in %.1fs", store.n_rows,
              store.n_features, store.nnz, output, secs)
     return store
+
+
+def _recorded_options(meta: dict) -> dict:
+    """The options an unfinished store was started with (one from before ``compression``
+    existed was written with :data:`~streamsvm.io._compression.LEGACY`)."""
+    options = dict(meta.get("options") or {})
+    options.setdefault("compression", LEGACY)
+    return options
 
 
 def _parsed_blocks(files, storage_options, start, bounds, sort_indices, block_bytes, crcs,

@@ -2,11 +2,12 @@
 
 The converter writes every array as a Zarr v3 ``sharding_indexed`` array with the shard
 index at the end (``bytes`` + ``crc32c``) and inner chunks encoded ``bytes`` (little
-endian) + ``blosc`` + ``crc32c`` (``_writer.py``), every chunk written. For that layout a
-read of entries ``[a, b)`` is: for each inner chunk it overlaps, look its (offset, size) up
-in the shard index (read once per shard, checksum verified), read those bytes, check their
-CRC-32C, and blosc-decompress them, straight into the output when the inner chunk lies
-inside ``[a, b)``.
+endian) + ``blosc`` (any compressor, level and shuffle) + ``crc32c``, or ``bytes`` +
+``crc32c`` with no compressor (``convert --compression``, ``_compression.py``), every chunk
+written. For that layout a read of entries ``[a, b)`` is: for each inner chunk it overlaps,
+look its (offset, size) up in the shard index (read once per shard, checksum verified), read
+those bytes, check their CRC-32C, and blosc-decompress (or copy) them, straight into the
+output when the inner chunk lies inside ``[a, b)``.
 
 Damage is never read as data: a missing shard file, an index entry marking an inner chunk
 absent, a checksum that does not match, a short read or a chunk that decodes to the wrong
@@ -30,6 +31,7 @@ import threading
 import numpy as np
 
 from ..exceptions import StoreCorruptError, StoreError
+from ._compression import recorded_compression
 from ._integrity import crc32c
 
 __all__ = ["DirectArray", "VERIFY_CHECKSUMS"]
@@ -43,8 +45,9 @@ except in ``tools/bench.py``'s measurement of what the checks cost)."""
 
 
 def _expected_layout(meta: dict):
-    """``(shard_len, inner_len)`` when ``meta`` (an array's zarr.json) has the converter's
-    layout, else None."""
+    """``(shard_len, inner_len, compression)`` when ``meta`` (an array's zarr.json) has a
+    layout the converter writes, else None (``compression``: a
+    :class:`~streamsvm.io._compression.Compression`)."""
     try:
         if meta.get("zarr_format") != 3 or len(meta["shape"]) != 1:
             return None
@@ -64,14 +67,17 @@ def _expected_layout(meta: dict):
         if [c["name"] for c in conf["index_codecs"]] != ["bytes", "crc32c"] or \
                 conf["index_codecs"][0].get("configuration", {}).get("endian", "little") != "little":
             return None
-        if [c["name"] for c in inner] != ["bytes", "blosc", "crc32c"] or \
+        if len(inner) < 2 or [inner[0]["name"], inner[-1]["name"]] != ["bytes", "crc32c"] or \
                 inner[0].get("configuration", {}).get("endian", "little") != "little":
+            return None
+        compression = recorded_compression(inner[1:-1])
+        if compression is None:
             return None
         shard = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
         inner_len = int(conf["chunk_shape"][0])
         if inner_len <= 0 or shard % inner_len:
             return None
-        return shard, inner_len
+        return shard, inner_len, compression
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
 
@@ -103,7 +109,7 @@ class DirectArray:
         self.where = where or self.path
         self.shape = (int(meta["shape"][0]),)
         self.dtype = np.dtype(meta["data_type"]).newbyteorder("<")
-        self.shard_len, self.inner_len = layout
+        self.shard_len, self.inner_len, self.compression = layout
         self.per_shard = self.shard_len // self.inner_len
         self.local = type(fs).__name__ == "LocalFileSystem"
         self._index: dict[int, np.ndarray] = {}
@@ -174,8 +180,8 @@ class DirectArray:
                                     f"valid JSON ({exc})") from exc
         if not isinstance(meta, dict) or _expected_layout(meta) is None:
             raise StoreError(f"store {where!r}: array {name!r} is not in the layout streamsvm "
-                             f"writes (sharded, blosc + crc32c inner chunks, index at the end); "
-                             f"convert the input again")
+                             f"writes (sharded, blosc or uncompressed + crc32c inner chunks, "
+                             f"index at the end); convert the input again")
         return cls(fs, path, meta, where)
 
     def __len__(self) -> int:
@@ -308,23 +314,11 @@ class DirectArray:
         return raw[:-4]
 
     def _decode(self, g: int, raw: memoryview, dst: np.ndarray | None = None) -> np.ndarray:
-        """Decompress inner chunk ``g`` (into ``dst`` when given: a whole inner chunk)."""
-        from numcodecs import blosc
+        """Decompress (or, stored uncompressed, copy) inner chunk ``g`` (into ``dst`` when
+        given: a whole inner chunk)."""
         size = min(self.inner_len, len(self) - g * self.inner_len)
-        want = self.inner_len * self.dtype.itemsize
-        if int.from_bytes(raw[4:8], "little") != want:     # blosc header: decoded size
-            s, j = divmod(g, self.per_shard)
-            raise self._damaged(s, f"decodes to {int.from_bytes(raw[4:8], 'little')} bytes, "
-                                   f"expected {want}", j)
-        try:
-            if dst is not None and len(dst) == self.inner_len:
-                blosc.decompress(raw, dst)
-                full = dst
-            else:
-                full = np.frombuffer(blosc.decompress(raw), dtype=self.dtype)
-        except Exception as exc:          # blosc's own errors (RuntimeError, ValueError)
-            s, j = divmod(g, self.per_shard)
-            raise self._damaged(s, f"does not decompress ({exc})", j) from exc
+        whole = dst is not None and len(dst) == self.inner_len
+        full = self._unpack(g, raw, dst if whole else None)
         if not self._verified[g]:
             if self.valid is not None and VERIFY_CHECKSUMS:
                 from ..kernels import values_within
@@ -336,6 +330,34 @@ class DirectArray:
             # a local file's chunk is trusted from now on (_inner_bytes); a remote one not
             self._verified[g] = self.local and VERIFY_CHECKSUMS
         return full[:size] if dst is None else full
+
+    def _unpack(self, g: int, raw: memoryview, dst: np.ndarray | None) -> np.ndarray:
+        """The values of inner chunk ``g`` from its bytes ``raw``, written into ``dst`` (a
+        whole inner chunk) when given, else into a new array."""
+        want = self.inner_len * self.dtype.itemsize
+        if self.compression.cname is None:          # bytes + crc32c: the values themselves
+            if len(raw) != want:
+                s, j = divmod(g, self.per_shard)
+                raise self._damaged(s, f"holds {len(raw)} bytes, expected {want} "
+                                       f"(uncompressed)", j)
+            values = np.frombuffer(raw, dtype=self.dtype)
+            if dst is None:
+                return values.copy()        # ``raw`` is the thread's scratch buffer
+            dst[...] = values
+            return dst
+        from numcodecs import blosc
+        if int.from_bytes(raw[4:8], "little") != want:     # blosc header: decoded size
+            s, j = divmod(g, self.per_shard)
+            raise self._damaged(s, f"decodes to {int.from_bytes(raw[4:8], 'little')} bytes, "
+                                   f"expected {want}", j)
+        try:
+            if dst is not None:
+                blosc.decompress(raw, dst)
+                return dst
+            return np.frombuffer(blosc.decompress(raw), dtype=self.dtype)
+        except Exception as exc:          # blosc's own errors (RuntimeError, ValueError)
+            s, j = divmod(g, self.per_shard)
+            raise self._damaged(s, f"does not decompress ({exc})", j) from exc
 
     # -- reading -------------------------------------------------------------------
     def read(self, start: int, stop: int) -> np.ndarray:

@@ -208,6 +208,15 @@ class Store(StoreMeta):
         fs, path = url_to_fs(self.url, self.storage_options)
         return int(fs.du(path, total=True))
 
+    def compression(self) -> str:
+        """What the inner chunks were written with, in the form of ``convert
+        --compression`` (``lz4:5``, ``zstd:1``, ``none``), read from the arrays' zarr.json:
+        one form when every array has the same, else ``name: form`` per array."""
+        found = {name: a.compression.spec for name, a in self._open_arrays().items()}
+        if len(set(found.values())) == 1:
+            return next(iter(found.values()))
+        return ", ".join(f"{name}: {spec}" for name, spec in found.items())
+
     def info(self) -> dict:
         """A summary as printed by ``streamsvm info --json``."""
         m = self.meta
@@ -231,6 +240,7 @@ class Store(StoreMeta):
             "bytes_on_disk": on_disk,
             "bytes_uncompressed": int(raw),
             "compression_ratio": (raw / on_disk) if on_disk else None,
+            "compression": self.compression(),
             "source": m.get("source"),
             "converter": m.get("converter"),
         }

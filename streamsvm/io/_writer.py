@@ -18,6 +18,8 @@ import uuid
 import numpy as np
 
 from ..exceptions import FormatError, InvalidParameterError
+from ._compression import DEFAULT as DEFAULT_COMPRESSION
+from ._compression import parse_compression
 from ._integrity import crc32c, seal
 from ._labels import apply_label_plan, label_key, plan_labels
 from ._output import prepare_output
@@ -33,15 +35,6 @@ SHARD_ELEMS = 1 << 20        # entries per shard (4 MB of int32): bounds the wri
 ROW_SHARD = 1 << 20          # rows per shard of indptr / y
 ROW_INNER_MIN = 4096         # fewest rows per inner chunk of indptr / y
 MAX_CLASSES = 100_000
-
-
-def _compressors():
-    # Blosc lz4 with byte shuffle rather than zstd: faster to write and to read at about the
-    # same ratio (tools/bench.py convert --synthetic-gb 2, store read-back at 65,536 rows per
-    # chunk: 585 MB/s with zstd-1 and 64 Ki inner chunks, 1,278 MB/s now); then a CRC-32C of
-    # the compressed bytes, checked on every read (_integrity.py).
-    from zarr.codecs import BloscCodec, Crc32cCodec
-    return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec()]
 
 
 # Every chunk is written, also one equal to the fill value: a reader then treats a missing
@@ -113,17 +106,24 @@ class StoreWriter:
         ``n_features``: what a reader checks the store against, ``_attrs.py``).
     resume_meta : dict, optional
         The ``streamsvm`` attributes of an unfinished store to continue.
+    compression : str, default "lz4"
+        The inner chunks' compressor (:func:`~streamsvm.io._compression.parse_compression`);
+        recorded in ``options`` and in every array's ``zarr.json``. Blosc lz4 (level 5, byte
+        shuffle) by default: decoded 2-4x as fast as zstd's, for a store 12 % larger
+        (``tools/bench.py codecs``, BENCHMARKS.md); then a CRC-32C of the compressed bytes,
+        checked on every read (``_integrity.py``).
     """
 
     def __init__(self, url: str, *, chunk_rows: int, dtype="float32", index_dtype="int32",
                  storage_options=None, options: dict | None = None, source: dict | None = None,
-                 resume_meta: dict | None = None):
+                 resume_meta: dict | None = None, compression=DEFAULT_COMPRESSION):
         import zarr
         self.url, self.storage_options = url, storage_options
         self.chunk_rows = int(chunk_rows)
         self.dtype, self.index_dtype = np.dtype(dtype), np.dtype(index_dtype)
+        self.compression = parse_compression(compression)
         self.options = {"chunk_rows": self.chunk_rows, "dtype": self.dtype.name,
-                        **dict(options or {})}
+                        "compression": self.compression.spec, **dict(options or {})}
         self.source = dict(source or {})
         zstore = _zarr_store(url, storage_options, "w")
         row_inner = self._row_inner = min(max(self.chunk_rows, ROW_INNER_MIN), 1 << 18)
@@ -136,7 +136,8 @@ class StoreWriter:
             # that says it is unfinished (prepare_output also knows an older bare group)
             self.group = zarr.open_group(zstore, mode="w", zarr_format=3,
                                          attributes={ATTRS_KEY: self._attrs(complete=False)})
-            kw = dict(shape=(0,), compressors=_compressors(), fill_value=0, config=_ARRAY_CONFIG)
+            kw = dict(shape=(0,), compressors=self.compression.codecs(), fill_value=0,
+                      config=_ARRAY_CONFIG)
             self.group.create_array("indptr", dtype="int64", chunks=(row_inner,),
                                     shards=(self._row_shard,), **kw)
             self.group.create_array("indices", dtype=self.index_dtype, chunks=(INNER_ELEMS,),
@@ -304,7 +305,7 @@ class StoreWriter:
             del self.group["y"]
         y = self.group.create_array("y", shape=(n_rows,), dtype=y_dtype,
                                     chunks=(self._row_inner,), shards=(self._row_shard,),
-                                    compressors=_compressors(), fill_value=0,
+                                    compressors=self.compression.codecs(), fill_value=0,
                                     config=_ARRAY_CONFIG)
         step = self._row_shard
         for s in range(0, n_rows, step):
@@ -334,7 +335,8 @@ def _check_finite(X, dtype) -> None:
 
 
 def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: str = "auto",
-                overwrite: bool = False, storage_options=None):
+                overwrite: bool = False, storage_options=None,
+                compression=DEFAULT_COMPRESSION):
     """Write an in-memory CSR matrix and labels as a store (tests, small data).
 
     Parameters
@@ -343,6 +345,8 @@ def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: st
     X : sparse matrix or array-like of shape (n_rows, n_features)
     y : array-like of shape (n_rows,)
         Original labels.
+    compression : str, default "lz4"
+        As ``streamsvm convert --compression`` (:class:`StoreWriter`).
 
     Returns
     -------
@@ -350,6 +354,7 @@ def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: st
     """
     import scipy.sparse as sp
     url = str(url)
+    compression = parse_compression(compression)
     X = sp.csr_matrix(X)
     X.sort_indices()
     _check_finite(X, dtype)
@@ -357,7 +362,7 @@ def write_store(url, X, y, *, chunk_rows: int = 65536, dtype="float32", task: st
     index_dtype = "int64" if X.shape[1] >= 2**31 else "int32"
     w = StoreWriter(url, chunk_rows=chunk_rows, dtype=dtype, index_dtype=index_dtype,
                     storage_options=storage_options, options={"from": "write_store"},
-                    source={"files": [{"url": "<memory>"}]})
+                    source={"files": [{"url": "<memory>"}]}, compression=compression)
     step = max(chunk_rows, 1 << 16)
     for s in range(0, X.shape[0], step):
         part = X[s:s + step]

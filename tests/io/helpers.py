@@ -62,3 +62,23 @@ def write_svm(path, n=3000, d=40, seed=0):
         for i in range(n):
             nz = np.nonzero(X[i])[0]
             f.write(f"{y[i]:+d} " + " ".join(f"{j + 1}:{X[i, j]:.4g}" for j in nz) + "\n")
+
+
+def stop_at_first_resume_point(monkeypatch, src, out, **kw):
+    """``convert(src, out, **kw)`` stopped (KeyboardInterrupt) right after it recorded its
+    first resume point; returns the unfinished store's ``progress``."""
+    import pytest
+
+    from streamsvm.io import convert, read_meta
+    from streamsvm.io._writer import StoreWriter
+    save = StoreWriter.save_progress
+
+    def stop_after(self, state):
+        save(self, state)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as mp:
+        mp.setattr(StoreWriter, "save_progress", stop_after)
+        with pytest.raises(KeyboardInterrupt):
+            convert(str(src), str(out), **kw)
+    return read_meta(str(out))["progress"]

@@ -18,7 +18,8 @@ import streamsvm as ss
 from streamsvm.cli import main
 from streamsvm.exceptions import IncompleteStoreError, StoreNotFoundError
 from streamsvm.io import convert, read_meta
-from streamsvm.io._writer import StoreWriter
+
+from .helpers import stop_at_first_resume_point
 
 TEXT = "".join(f"{1 if i % 3 else -1} 1:{i % 7 + 1} 4:0.5\n" for i in range(3000))
 
@@ -90,17 +91,7 @@ def test_bad_input_leaves_no_store_even_past_resume_points(tmp_path, monkeypatch
     out = tmp_path / "out.zarr"
     kw = dict(chunk_rows=100, progress_bytes=1, block_bytes=4096)
     if resume:       # first stopped at its first resume point, then continued
-        save = StoreWriter.save_progress
-
-        def stop_after(self, state):
-            save(self, state)
-            raise KeyboardInterrupt
-
-        with monkeypatch.context() as mp:
-            mp.setattr(StoreWriter, "save_progress", stop_after)
-            with pytest.raises(KeyboardInterrupt):
-                convert(str(src), str(out), **kw)
-        progress = read_meta(str(out))["progress"]
+        progress = stop_at_first_resume_point(monkeypatch, src, out, **kw)
         assert progress["input"] is not None and 0 < progress["rows_done"] < 3000
     with pytest.raises(ss.exceptions.FormatError,
                        match=r"line 3001, column 5.*; the unfinished store was removed"):

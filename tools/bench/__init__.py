@@ -10,6 +10,7 @@ subcommand          measures                                                    
 ``memory-bound``    every solver's peak RSS against floor + budget + model          ``memory``
 ``scheduler``       passes/s on a dask LocalCluster of 1 and 2 workers              ``scheduler``
 ``convert``         ``streamsvm convert`` against scikit-learn's loader             ``convert``
+``codecs``          store size, convert and read seconds per ``--compression``      ``codecs``
 ``readers``         seconds per streamed pass for read-ahead settings               ``readers``
 ``alm``             alm's optima, race to the optimum, inner solvers                ``alm``
 ``nesvm``           nesvm's homotopy modes and C paths                              ``nesvm``
