@@ -139,7 +139,7 @@ def test_edited_manifest_falls_back_to_the_previous_checkpoint(interrupted, tmp_
 
 @pytest.mark.parametrize("edit, field", [
     (_done, "driver.done is true"),
-    (_w_int64, "solver.W has shape (40, 1) and dtype int64"),
+    (_w_int64, "solver.W has shape (41, 1) and dtype int64"),     # (40 features + bias)
     (_no_sched, "field sched is missing"),
     (_no_epochs, "solver_meta.epochs is missing"),
     (_passes, "driver.saved_passes"),
@@ -161,7 +161,7 @@ def test_resealed_dtype_edit_that_breaks_the_layout_falls_back(interrupted, tmp_
                                                                caplog):
     rc, err, model = _resume(interrupted, tmp_path, capsys, _edit(_w_float32, reseal=True))
     assert rc == 0 and model == interrupted[1]
-    assert "field arrays[1] ('solver.wb').offset is" in caplog.text
+    assert "field arrays[1] ('solver.zu').offset is" in caplog.text
 
 
 def test_no_bit_flip_of_a_real_manifest_loads_other_content(interrupted):

@@ -121,6 +121,10 @@ class DirectArray:
         self._seen: dict[int, tuple] = {}
         self._verified = np.zeros(-(-self.shape[0] // self.inner_len), dtype=bool)
         self.valid = None
+        self.bytes_read = 0
+
+    bytes_read: int
+    """Bytes read from the shard files so far (as stored: compressed), by every thread."""
 
     valid: tuple | None
     """``(lo, hi, nonzero)``: the range every value must lie in (checked on each inner chunk
@@ -258,6 +262,8 @@ class DirectArray:
         if len(out) != nbytes:
             raise self._damaged(s, f"expected {nbytes} bytes at offset {start}, got "
                                    f"{len(out)} (file truncated)")
+        with self._lock:
+            self.bytes_read += nbytes
         return out
 
     def _forget(self, s: int, key) -> None:

@@ -78,6 +78,14 @@ class Store(StoreMeta):
         is decoded at a time)."""
         return sum(a.held_bytes_for(keep) for a in self._open_arrays().values())
 
+    @property
+    def stored_bytes_read(self) -> int:
+        """Bytes read from the shard files so far, as stored (compressed), over every array
+        (index reads included)."""
+        if self._arrays is None:
+            return 0
+        return sum(a.bytes_read for a in self._arrays.values())
+
     def largest_inner_bytes(self) -> int:
         """Decoded bytes of the largest inner chunk of any array (what one read decodes at
         once)."""

@@ -111,6 +111,12 @@ class StoreMeta(abc.ABC):
         chunks per array (none here)."""
         return 0
 
+    @property
+    def stored_bytes_read(self) -> int:
+        """Bytes this process has read from the store's files, as stored (compressed):
+        what the disk or the network delivered (none here: nothing is read)."""
+        return 0
+
     def keep_partial(self, keep: int) -> None:
         """Keep up to ``keep`` decoded inner chunks per array between reads (nothing to keep
         here)."""

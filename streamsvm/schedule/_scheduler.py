@@ -255,6 +255,13 @@ class PassScheduler(Budget, Sweeps, Keeps):
         """MB read so far: decoded bytes from the store plus resident rows read back from
         scratch disk."""
         return (self._backend.bytes_read + self.resident_bytes_read) / 1e6
+
+    @property
+    def disk_mb(self) -> float:
+        """MB this process has read from the store's files, as stored (compressed): what
+        the disk or the network delivered. On a dask cluster the workers read: 0 here."""
+        return self.store.stored_bytes_read / 1e6
+
     cache_bytes = property(lambda self: self._backend.cache.nbytes,
                            doc="Bytes of cached blocks.")
     cached_blocks = property(lambda self: len(self._backend.cache), doc="Blocks in the cache.")

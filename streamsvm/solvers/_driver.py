@@ -23,6 +23,10 @@ log line per iteration and the history, one entry per outer iteration with the k
     rows (or features) the solver still works on
 ``mb_read``, ``kernel_seconds``, ``wait_seconds``
     decoded MB read, seconds inside kernels and seconds waiting for data, in the iteration
+``disk_mb``, ``disk_mb_s``
+    MB read from the store's files as stored (compressed: what the disk or the network
+    delivered; 0 on a dask cluster, whose workers read), and that over the iteration's
+    wall seconds
 
 plus the solver's own numbers named in ``Solver.history_extras`` (floats, checkpointed too).
 """
@@ -45,9 +49,10 @@ __all__ = ["run", "HISTORY_KEYS", "iteration_seconds"]
 log = logging.getLogger(__name__)
 
 HISTORY_KEYS = ("iteration", "kind", "passes", "seconds", "primal", "dual", "gap", "exact",
-                "active", "mb_read", "kernel_seconds", "wait_seconds")
+                "active", "mb_read", "kernel_seconds", "wait_seconds", "disk_mb", "disk_mb_s")
 _FLOAT_KEYS = ("passes", "seconds", "primal", "dual", "gap", "mb_read", "kernel_seconds",
-               "wait_seconds")
+               "wait_seconds", "disk_mb", "disk_mb_s")
+_ADDED_KEYS = ("disk_mb", "disk_mb_s")     # absent from older checkpoints: read as 0
 _CHECKPOINT_VERSION = 1
 _SNAPSHOT_EVERY = 10        # on a dask cluster: snapshot the run (per-row state gathered
                             # from the workers) every 10 iterations, to resume from when a
@@ -143,14 +148,18 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
 
 def _iterate(solver, sched, r, step, t0, callback, bar) -> None:
     """One outer iteration (``step``: the solver's step or final check) into the history."""
-    before = (time.perf_counter(), sched.mb_read, sched.kernel_seconds, sched.wait_seconds)
+    before = (time.perf_counter(), sched.mb_read, sched.kernel_seconds, sched.wait_seconds,
+              sched.disk_mb)
     out = step(sched)
+    took = time.perf_counter() - before[0]
+    disk = sched.disk_mb - before[4]
     entry = {"iteration": len(r.history) + 1, "kind": out["kind"], "passes": sched.passes,
              "seconds": time.perf_counter() - t0, "primal": float(out["primal"]),
              "dual": float(out["dual"]), "gap": float(out["gap"]), "exact": bool(out["exact"]),
              "active": int(out["active"]), "mb_read": sched.mb_read - before[1],
              "kernel_seconds": sched.kernel_seconds - before[2],
-             "wait_seconds": sched.wait_seconds - before[3]}
+             "wait_seconds": sched.wait_seconds - before[3], "disk_mb": disk,
+             "disk_mb_s": disk / took if took > 0 else 0.0}
     for key in solver.history_extras:
         entry[key] = float(out[key])
     r.history.append(entry)
@@ -158,11 +167,12 @@ def _iterate(solver, sched, r, step, t0, callback, bar) -> None:
     if entry["exact"] and (entry["gap"] <= solver.tol or out.get("stop", False)):
         r.done = r.converged = True
     log.info("iter %4d %-6s passes %8.2f primal %.6e dual %.6e %s %.2e%s active %d %.2fs "
-             "(kernels %.2fs, waiting for data %.2fs) %.1f MB", entry["iteration"],
+             "(kernels %.2fs, waiting for data %.2fs) %.1f MB decoded, %.1f MB from storage "
+             "(%.0f MB/s)", entry["iteration"],
              entry["kind"], entry["passes"], entry["primal"], entry["dual"], "gap",
              entry["gap"], "" if entry["exact"] else " (estimate)", entry["active"],
-             time.perf_counter() - before[0], entry["kernel_seconds"], entry["wait_seconds"],
-             entry["mb_read"])
+             took, entry["kernel_seconds"], entry["wait_seconds"],
+             entry["mb_read"], entry["disk_mb"], entry["disk_mb_s"])
     if bar is not None:
         bar.update(entry)
     if callback is not None:
@@ -297,6 +307,10 @@ def _checked_history(arrays: dict, kinds: list, extras) -> list:
     columns.update({"history.active": np.int64, "history.exact": np.bool_,
                     "history.kind": np.int32})            # as _history_to_arrays writes them
     n = None
+    arrays = dict(arrays)
+    n_rows = len(arrays.get("history.kind", ()))
+    for key in _ADDED_KEYS:
+        arrays.setdefault(f"history.{key}", np.zeros(n_rows))
     for name, dtype in columns.items():
         a = arrays.get(name)
         if a is None:

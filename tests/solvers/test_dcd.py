@@ -391,6 +391,28 @@ def test_store_that_fits_is_read_once_into_ram(a9a_slice, tmp_path):
     assert res.converged and h[0]["kind"] == "slab" and h[0]["passes"] == 1.0
     assert h[0]["mb_read"] > 0 and all(e["mb_read"] == 0 for e in h[1:])
     assert all(e["kind"] in ("slab", "check") for e in h)
+    # what came from the files, as stored: every shard file once (inner chunks and shard
+    # indexes; the labels read before the first pass), nothing after the first pass
+    size = {}
+    for f in (tmp_path / "s.zarr").glob("*/c/*"):
+        size[f.parts[-3]] = size.get(f.parts[-3], 0) + f.stat().st_size
+    assert store.stored_bytes_read == sum(size.values())
+    assert h[0]["disk_mb"] * 1e6 >= size["indices"] + size.get("data", 0)    # (a9a: no data)
+    assert h[0]["disk_mb_s"] == pytest.approx(h[0]["disk_mb"] / h[0]["seconds"], rel=0.5)
+    assert all(e["disk_mb"] == 0 for e in h[1:])
+
+
+def test_checkpoint_history_without_the_storage_columns_reads_them_as_zero():
+    """A checkpoint written before ``disk_mb``/``disk_mb_s`` existed still loads."""
+    from streamsvm.solvers._driver import _checked_history, _history_to_arrays
+    h = [{"iteration": 1, "kind": "stream", "passes": 1.0, "seconds": 0.5, "primal": 2.0,
+          "dual": 1.0, "gap": 0.5, "exact": False, "active": 10, "mb_read": 3.0,
+          "kernel_seconds": 0.1, "wait_seconds": 0.2, "disk_mb": 1.5, "disk_mb_s": 3.0}]
+    arrays = _history_to_arrays(h)
+    del arrays["history.disk_mb"], arrays["history.disk_mb_s"]
+    old = _checked_history(arrays, ["stream"], ())
+    assert old == [{**h[0], "disk_mb": 0.0, "disk_mb_s": 0.0}]
+    assert "history.disk_mb" not in arrays              # the caller's arrays untouched
 
 
 def test_estimated_gap_follows_rows_shrunk_at_the_bound(a9a_slice):
