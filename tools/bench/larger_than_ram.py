@@ -151,8 +151,16 @@ def _in_cgroup(name: str, limit: int, limited: bool, fn):
         return out, dict(cg.stats(), harness_mapped_file_bytes=shared)
 
 
+def _oom(cg: dict | None) -> str | None:
+    """The message of a run the cgroup's OOM killer ended, else None."""
+    if not (cg and cg.get("oom_kills")):
+        return None
+    return (f"the cgroup's OOM killer, at {cg['limit_bytes'] / MB:,.0f} MB: lower --memory or "
+            f"raise --limit")
+
+
 def _status(child: dict, cg: dict | None, ok: bool) -> str:
-    if cg and cg.get("oom_kills"):
+    if _oom(cg):
         return "OOM-killed"
     if child.get("timed_out"):
         return "timeout"
@@ -175,7 +183,7 @@ def run_solver(solver: str, store: dict, cfg: dict, out_dir: str) -> dict:
         solver, {"store": store["url"]}, cfg["C"], "hinge", dict(cfg, cgroup=path), d))
     summary = cli.pop("summary", None)
     row.update(status=_status(cli, cg, cli["rc"] == 0 and summary is not None),
-               message=cli.get("error"), child=cli, cgroup=cg)
+               message=_oom(cg) or cli.get("error"), child=cli, cgroup=cg)
     if summary:
         row.update(passes=summary["passes"], fit_s=summary["seconds"],
                    objective=summary["primal"], dual=summary["dual"],
@@ -204,8 +212,8 @@ def run_peer(kind: str, label: str, spec: dict, data_bytes: int, store: dict, cf
         run, spec, d, timeout=cfg["timeout"], evaluator=evaluator, C=cfg["C"],
         objective_loss="hinge", cgroup=path))
     run["cgroup"] = cg
-    if cg and cg.get("oom_kills"):        # else the worker's status, or run_worker_spec's
-        run["status"] = "OOM-killed"
+    if _oom(cg):                 # else the worker's status, or run_worker_spec's
+        run.update(status="OOM-killed", message=_oom(cg))
     head = next((s for s in run.get("steps", []) if s.get("role") == "headline"), None)
     if head is not None:
         run.update(passes=head["passes"], store_passes=head["passes"],
