@@ -15,8 +15,8 @@ from tools.bench.cli import build_parser, main, subcommands
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: Every benchmark there is (the former scripts tools/bench*.py are subcommands now).
-EXPECTED = {"suite", "render", "io-baseline", "checks-cost", "memory-bound", "scheduler",
-            "convert", "codecs", "readers", "alm", "nesvm", "avsf", "ww", "walrus"}
+EXPECTED = {"suite", "render", "io-baseline", "checks-cost", "memory-bound", "larger-than-ram",
+            "scheduler", "convert", "codecs", "readers", "alm", "nesvm", "avsf", "ww", "walrus"}
 
 
 def test_help_lists_every_subcommand():

@@ -9,7 +9,10 @@ child: that process's own peak RSS and CPU seconds) and the child's wall time fr
 exit, and samples the child's ``/proc/PID/status`` every 20 ms, keeping the split of the
 largest sampled RSS into anonymous memory (``RssAnon``: the heap, arrays) and file-backed
 pages (``RssFile``: mapped shared libraries, above all numba's LLVM, whose resident share
-depends on what of the library file the page cache holds).
+depends on what of the library file the page cache holds). It also reports the bytes the child
+read from and wrote to the block devices (``ru_inblock``/``ru_oublock``, Linux's 512-byte
+units: the ``read_bytes``/``write_bytes`` of ``/proc/PID/io``, page-cache hits not counted),
+and can start the child inside a memory cgroup (:mod:`.cgroup`).
 """
 
 from __future__ import annotations
@@ -84,9 +87,13 @@ def maxrss_bytes(ru_maxrss: int, system: str | None = None) -> int:
 _WRAPPER = r"""
 import os, sys, json, time, resource, subprocess, threading
 report, argv = sys.argv[1], sys.argv[2:]
+procs = os.environ.pop("BENCH_CGROUP_PROCS", None)
+def enter():            # in the child, before exec: it runs in the cgroup from its start
+    with open(procs, "w") as f:
+        f.write(str(os.getpid()))
 t_spawn = time.time()
 t0 = time.perf_counter()
-proc = subprocess.Popen(argv)
+proc = subprocess.Popen(argv, preexec_fn=enter if procs else None)
 peak = {"VmRSS": 0}
 def sample():
     path = "/proc/%d/status" % proc.pid
@@ -108,20 +115,25 @@ ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(report, "w") as f:
     json.dump({"rc": rc, "wall_s": wall, "t_spawn": t_spawn, "ru_maxrss": ru.ru_maxrss,
                "user_s": ru.ru_utime, "sys_s": ru.ru_stime,
+               "read_bytes": ru.ru_inblock * 512, "write_bytes": ru.ru_oublock * 512,
                "sampled_rss": peak.get("VmRSS") or None, "sampled_anon": peak.get("RssAnon"),
                "sampled_file": peak.get("RssFile")}, f)
 """
 
 
 def run_child(argv, *, timeout: float | None, stdout_path: str, stderr_path: str, cwd=ROOT,
-              env=None) -> dict:
+              env=None, cgroup: str | None = None) -> dict:
     """Run ``argv`` through the wrapper (module doc), its output into the two files; return
     its exit code, wall time, own peak RSS (MB = 10^6 bytes), CPU seconds, the sampled RSS
-    and its split, and whether it was killed after ``timeout`` seconds (None: no limit).
-    When the wrapper wrote no report (killed, or it failed), ``wall_s`` is None."""
+    and its split, the bytes it read from and wrote to disk, and whether it was killed after
+    ``timeout`` seconds (None: no limit). ``cgroup``: the directory of a cgroup the child
+    joins before it runs (the wrapper stays outside). When the wrapper wrote no report
+    (killed, or it failed), ``wall_s`` is None."""
     import signal
     env = dict(os.environ if env is None else env)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if cgroup is not None:
+        env["BENCH_CGROUP_PROCS"] = os.path.join(cgroup, "cgroup.procs")
     report = stdout_path + ".rusage.json"
     if os.path.exists(report):
         os.remove(report)
@@ -149,6 +161,7 @@ def run_child(argv, *, timeout: float | None, stdout_path: str, stderr_path: str
     return {"rc": r["rc"], "wall_s": r["wall_s"], "t_spawn": r["t_spawn"],
             "peak_rss_mb": maxrss_bytes(r["ru_maxrss"]) / MB, "user_s": r["user_s"],
             "sys_s": r["sys_s"], "timed_out": timed_out,
+            "read_bytes": r.get("read_bytes"), "write_bytes": r.get("write_bytes"),
             # the largest sampled RSS and its split (sampling can miss a short peak)
             "sampled_peak_rss_mb": mb(r.get("sampled_rss")),
             "peak_rss_anon_mb": mb(r.get("sampled_anon")),

@@ -18,7 +18,8 @@ import numpy as np
 from ._timed import timed
 
 __all__ = ["PEER_FUNCS", "encode_labels", "liblinear_weights", "parse_liblinear_output",
-           "parse_vw_readable_model", "vw_bits", "vw_lambda", "sgd_alpha", "VW_CONSTANT_HASH"]
+           "parse_vw_readable_model", "vw_bits", "vw_lambda", "sgd_alpha", "vw_cache",
+           "vw_passes_used", "VW_CONSTANT_HASH"]
 
 #: VW's hash of the constant (bias) feature before masking (``constant`` in VW's source).
 VW_CONSTANT_HASH = 11650396
@@ -273,7 +274,33 @@ def m_sgd(spec, out):
 
 # Vowpal Wabbit ------------------------------------------------------------------------------
 
+def vw_cache(vw_text: str, cache: str, bits: int, reduction: str = "") -> float:
+    """Build Vowpal Wabbit's binary cache of the VW text file ``vw_text`` at ``cache`` (one
+    pass over the text, hinge loss, ``bits`` hash bits, ``reduction`` e.g. ``" --oaa 5"``),
+    replacing one there; returns its seconds."""
+    import vowpalwabbit
+    t0 = time.perf_counter()
+    if os.path.exists(cache):
+        os.remove(cache)
+    ws = vowpalwabbit.Workspace(f"-d {vw_text} --cache_file {cache} --passes 1 "
+                                f"--holdout_off -b {bits} --quiet --loss_function hinge"
+                                f"{reduction}")
+    ws.finish()
+    return time.perf_counter() - t0
+
+
+def vw_passes_used(log: str) -> int | None:
+    """The passes a VW run made (``passes used = N`` of its summary; with its holdout, it
+    stops before ``--passes`` once the holdout loss stops improving)."""
+    m = re.search(r"passes used\s*=\s*(\d+)", log)
+    return int(m.group(1)) if m else None
+
+
 def m_vw(spec, out):
+    """VW ``--passes P`` for each ``P`` of ``spec["passes"]``, from its cache file: built here
+    from ``dataset.vw_train`` (and removed after) unless ``spec["cache"]`` names one already
+    built (:func:`vw_cache`, kept); ``spec["holdout"]``: VW's own holdout stop on (every 10th
+    row held out, the passes it used reported), else ``--holdout_off`` and ``P`` passes."""
     try:
         import vowpalwabbit
     except Exception as exc:  # noqa: BLE001  (the import may fail in many ways)
@@ -285,43 +312,45 @@ def m_vw(spec, out):
     multi = ds["task"] == "multiclass"
     k = len(ds["classes"])
     red = f" --oaa {k}" if multi else ""
-    cache = os.path.join(work, "train.vw.cache")
+    own_cache = spec.get("cache") is None
+    cache = os.path.join(work, "train.vw.cache") if own_cache else spec["cache"]
     lam = vw_lambda(spec["C"], ds["n_rows"])
-    out.extra.update(bits=bits, l2=lam, cache=cache)
-    t0 = time.perf_counter()
-    if os.path.exists(cache):
-        os.remove(cache)
-    ws = vowpalwabbit.Workspace(f"-d {ds['vw_train']} --cache_file {cache} --passes 1 "
-                                f"--holdout_off -b {bits} --quiet --loss_function hinge{red}")
-    ws.finish()
-    out.extra["prep_seconds"] = time.perf_counter() - t0   # text → binary cache, not timed
+    holdout = bool(spec.get("holdout"))
+    out.extra.update(bits=bits, l2=lam, cache=cache, holdout=holdout)
+    if own_cache:       # text → binary cache, not timed
+        out.extra["prep_seconds"] = vw_cache(ds["vw_train"], cache, bits, red)
+    data = f"-d {ds['vw_train']} " if ds.get("vw_train") else ""   # else the cache alone
     out.ready()
     passes = list(spec["passes"])
     for i, P in enumerate(passes):
         model = os.path.join(work, f"model.{P}.vw")
         readable = os.path.join(work, f"model.{P}.txt")
-        args = (f"-d {ds['vw_train']} --cache_file {cache} --passes {P} --holdout_off "
-                f"--loss_function hinge --l2 {lam!r} -b {bits} --quiet -f {model}{red}"
+        args = (f"{data}--cache_file {cache} --passes {P}"
+                f"{'' if holdout else ' --holdout_off'} --loss_function hinge --l2 {lam!r} "
+                f"-b {bits} {'' if holdout else '--quiet '}-f {model}{red}"
                 + ("" if multi else f" --readable_model {readable}"))
 
         def fit(args=args):
-            w = vowpalwabbit.Workspace(args)
+            w = vowpalwabbit.Workspace(args, enable_logging=holdout)
             w.finish()
-        _, times = timed(fit, spec["repeat"], spec["repeat_under"])
+            return "".join(w.get_log()) if holdout else ""
+        log, times = timed(fit, spec["repeat"], spec["repeat_under"])
+        used = vw_passes_used(log) if holdout else P
         role = "headline" if i == len(passes) - 1 else "curve"
         if multi:
             acc = {"train_accuracy": _vw_accuracy(vowpalwabbit, model, ds["vw_train"], work),
                    "test_accuracy": (_vw_accuracy(vowpalwabbit, model, ds["vw_test"], work)
                                      if ds.get("vw_test") else None)}
-            out.add(role, f"--passes {P}", {"passes": P}, times, P, "exact", **acc)
+            out.add(role, f"--passes {P}", {"passes": P}, times, used, "exact", **acc)
         else:
             with open(readable) as f:
                 W, b = parse_vw_readable_model(f.read(), ds["n_features"], bits)
-            out.add(role, f"--passes {P}", {"passes": P}, times, P, "exact", W, b)
+            out.add(role, f"--passes {P}", {"passes": P}, times, used, "exact", W, b)
         for f in (model, readable):
             if os.path.exists(f):
                 os.remove(f)
-    os.remove(cache)          # as large as the data: do not leave it in the results tree
+    if own_cache:
+        os.remove(cache)      # as large as the data: do not leave it in the results tree
     return "ok", None
 
 

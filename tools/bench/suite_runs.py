@@ -19,7 +19,7 @@ from .suites import IN_MEMORY_METHODS, OOC, TARGET_GAP
 from .worker import solver_params, trains
 
 __all__ = ["streamsvm_solvers", "solver_supported", "plan_methods", "select_methods",
-           "run_method", "run_cli", "finalize_groups"]
+           "run_method", "run_worker_spec", "run_cli", "finalize_groups"]
 
 
 def streamsvm_solvers() -> list[str]:
@@ -114,7 +114,6 @@ def build_spec(m: dict, ds: dict, C: float, loss: str, cfg: dict, outdir: str) -
 
 def run_method(m: dict, ds: dict, C: float, loss: str, cfg: dict, evaluator) -> dict:
     """Spawn the worker for one method, grade its weights, return the run record."""
-    import numpy as np
     outdir = os.path.join(cfg["out"], "runs", ds["name"], f"C{C:g}", loss, m["id"])
     os.makedirs(outdir, exist_ok=True)
     objective_loss = m.get("objective", loss)
@@ -134,6 +133,23 @@ def run_method(m: dict, ds: dict, C: float, loss: str, cfg: dict, evaluator) -> 
             return run
     spec = build_spec(m, ds, C, loss, cfg, outdir)
     run["spec"] = {k: v for k, v in spec.items() if k not in ("dataset", "outdir")}
+    res = run_worker_spec(run, spec, outdir, timeout=cfg["timeout"], evaluator=evaluator,
+                          C=C, objective_loss=objective_loss)
+    if res is None:
+        return run
+    if m["kind"] == "streamsvm" and res["status"] == "ok" and cfg.get("cli", True):
+        run["cli"] = run_cli(m["solver"], ds, C, loss, cfg, outdir)
+    return run
+
+
+def run_worker_spec(run: dict, spec: dict, outdir: str, *, timeout, evaluator, C: float,
+                    objective_loss, cgroup: str | None = None) -> dict | None:
+    """Run the worker on ``spec`` (written to ``outdir/spec.json``) in a child process (in
+    the memory cgroup ``cgroup`` if one is given), then grade the weights of its steps with
+    ``evaluator`` on ``objective_loss``. Fills ``run`` (``child``, ``status``, ``message``,
+    ``extra``, ``history``, ``steps``, ``eval_seconds``); returns the worker's result, or
+    None when it wrote none (``run`` then says why: timeout or error)."""
+    import numpy as np
     spec_path = os.path.join(outdir, "spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f, indent=1)
@@ -141,15 +157,15 @@ def run_method(m: dict, ds: dict, C: float, loss: str, cfg: dict, evaluator) -> 
         if os.path.exists(os.path.join(outdir, name)):
             os.remove(os.path.join(outdir, name))
     child = run_child([sys.executable, LAUNCHER, "worker", spec_path],
-                      timeout=cfg["timeout"], stdout_path=os.path.join(outdir, "stdout.txt"),
-                      stderr_path=os.path.join(outdir, "stderr.txt"))
+                      timeout=timeout, stdout_path=os.path.join(outdir, "stdout.txt"),
+                      stderr_path=os.path.join(outdir, "stderr.txt"), cgroup=cgroup)
     run["child"] = child
     res_path = os.path.join(outdir, "result.json")
     if not os.path.exists(res_path):
         run.update(status="timeout" if child["timed_out"] else "error",
-                   message=("killed after %.0f s" % cfg["timeout"]) if child["timed_out"]
+                   message=("killed after %.0f s" % timeout) if child["timed_out"]
                    else tail(os.path.join(outdir, "stderr.txt"), 800))
-        return run
+        return None
     with open(res_path) as f:
         res = json.load(f)
     run.update(status=res["status"], message=res["message"], extra=res.get("extra", {}))
@@ -173,13 +189,13 @@ def run_method(m: dict, ds: dict, C: float, loss: str, cfg: dict, evaluator) -> 
         for (s, _), g in zip(weights, graded):
             s.update({k: v for k, v in g.items() if not (k == "primal" and v is None)})
     run["steps"] = steps
-    if m["kind"] == "streamsvm" and res["status"] == "ok" and cfg.get("cli", True):
-        run["cli"] = run_cli(m["solver"], ds, C, loss, cfg, outdir)
-    return run
+    return res
 
 
 def run_cli(solver: str, ds: dict, C: float, loss: str, cfg: dict, outdir: str) -> dict:
-    """The user's path: ``streamsvm train`` in a fresh process (whole-process time, peak RSS)."""
+    """The user's path: ``streamsvm train`` in a fresh process (whole-process time, peak RSS),
+    on the problem the worker trains (:func:`tools.bench.worker.solver_params`), in the
+    memory cgroup ``cfg["cgroup"]`` when there is one."""
     model = os.path.join(outdir, "cli-model.json")
     argv = [sys.executable, "-m", "streamsvm.cli", "train", ds["store"], "-o", model, "--json",
             "-q", "--solver", solver, "-C", repr(C), "--tol", repr(cfg["tol"]),
@@ -190,10 +206,13 @@ def run_cli(solver: str, ds: dict, C: float, loss: str, cfg: dict, outdir: str) 
         argv += ["--loss", loss]
     if "gap_decay" in params:
         argv += ["--gap-decay", repr(params["gap_decay"])]
+    argv += ["--bias", repr(params["bias"])]        # the worker's problem: a regularized bias
+    if params.get("free_bias") is False:
+        argv += ["--no-free-bias"]
     if cfg.get("readers"):
         argv += ["--readers", str(cfg["readers"])]
     child = run_child(argv, timeout=cfg["timeout"], stdout_path=os.path.join(outdir, "cli.out"),
-                      stderr_path=os.path.join(outdir, "cli.err"))
+                      stderr_path=os.path.join(outdir, "cli.err"), cgroup=cfg.get("cgroup"))
     out = {"argv": " ".join(shlex.quote(a) for a in argv[1:]), **child}
     try:
         with open(os.path.join(outdir, "cli.out")) as f:
