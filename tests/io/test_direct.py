@@ -149,3 +149,26 @@ def test_truncated_shard_is_an_error(small_shards, tmp_path):
     fresh = open_store(tmp_path / "s.zarr")
     with pytest.raises(StoreError):
         fresh.read_rows(0, fresh.n_rows)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_ranges_sharing_boundaries_decode_each_inner_chunk_once(small_shards, tmp_path,
+                                                                backward):
+    """Two streams of consecutive ranges read in alternation (dcd's chunk pairs), forwards
+    or backwards, with two inner chunks kept per stream: every inner chunk is decoded
+    once and the values are the array's."""
+    store, X, _ = _random_store(tmp_path / "s.zarr", n_rows=2000, chunk_rows=500)
+    arr = store._open_arrays()["indices"]
+    arr.keep_partial = 4
+    decoded = []
+    inner = arr._inner_bytes
+    arr._inner_bytes = lambda g: decoded.append(g) or inner(g)
+    n, half = len(arr), len(arr) // 2
+    cuts = [np.arange(0, half, 37).tolist() + [half], np.arange(half, n, 37).tolist() + [n]]
+    ranges = [list(zip(c[:-1], c[1:])) for c in cuts]
+    if backward:
+        ranges = [r[::-1] for r in ranges]
+    for a, b in (ab for pair in zip(*ranges) for ab in pair):
+        np.testing.assert_array_equal(arr.read(a, b), X.indices[a:b])
+    boundary = half % arr.inner_len != 0           # the streams' one shared inner chunk
+    assert len(decoded) == -(-n // arr.inner_len) + boundary
