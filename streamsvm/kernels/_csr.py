@@ -12,21 +12,15 @@ Conventions (DESIGN.md §7)
 - **Unit-valued rows, in one place.** A store whose values are all 1 keeps no ``data``; the
   row primitives take a flag ``unit`` (read the indices only), and the block kernels treat
   an empty ``data`` next to non-empty ``indices`` as all ones (:func:`is_unit`).
-- **One orientation of the weights:** ``W`` of shape (n_features, k), one model per column
-  (``W[j, c]``), C-contiguous and float64. A binary model is ``W`` of shape (d, 1), the
-  same memory as a d-vector; the per-row loops over the k models then read adjacent
-  values of a feature. The single-model primitives (:func:`row_dot`, :func:`row_axpy`)
-  also take that one model as the d-vector itself (``W`` of shape (n_features,), ``c``
+- **One layout of the weights:** ``W`` of shape (n_features + 1, k), one model per column
+  (``W[j, c]``), C-contiguous and float64, the bias weight last (:func:`bias_at`,
+  :func:`bias_add`; the row primitives see only the stored features, the caller adds
+  ``B · W[d, c]``). The single-model primitives also take one model as a vector (``c``
   ignored), read through :func:`w_at`/:func:`w_add`: numba compiles the (d, k) address
-  ``j·k + c`` with a runtime ``k`` for every entry, which cost 6 % of the one-vs-rest
-  epochs on letter (the same bits either way).
+  with a runtime ``k`` for every entry, which cost 6 % of one-vs-rest epochs on letter.
 - Results go only into arguments named ``out*``; kernels whose name ends in ``_add``
   accumulate into ``out``, the others overwrite it. Dot products accumulate in float64
   whatever the dtype of ``data``.
-- **The bias is the last row.** Every solver keeps its weights as ``W`` of shape
-  (n_features + 1, k): the bias ``b`` of a constant feature of value ``B`` is ``W[d, c]``
-  (:func:`bias_at`, :func:`bias_add`). The row primitives see only the stored features
-  (indices below ``d``); the caller adds ``B · W[d, c]`` itself.
 - The row primitives are inlined into their callers and allocate nothing (``_jit.py``).
 
 Compile cost: numba compiles one specialization per combination of argument types; keep
@@ -43,7 +37,8 @@ from numba.extending import overload
 from ._jit import kernel_inline
 
 __all__ = [
-    "w_at", "w_add", "bias_at", "bias_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy", "row_dots", "row_dots2",
+    "w_at", "w_add", "bias_at", "bias_add", "is_unit", "row_dot", "row_dot_sq", "row_axpy",
+    "row_dots", "row_dots2",
     "row_axpys", "row_axpys_cols", "row_sq_axpy", "row_gather",
     "row_sq_norm", "row_inf_sq", "row_outer_add",
     "csr_matvec", "csr_rmatvec_add", "csr_matmat", "csr_rmatmat_add", "row_sq_norms",

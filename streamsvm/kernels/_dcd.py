@@ -9,9 +9,8 @@ are all 1).
 Argument groups (tuples, so that a kernel takes about ten arguments):
 
 ``model = (W, zu, zs)``
-    ``W`` (d + 1, k) the models in every solver's layout: the bias is a regularized
-    constant feature of value ``B`` whose weight is the last row, ``W[d, c]``
-    (``_csr.bias_at``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over the rows shrunk at
+    ``W`` (d + 1, k) the models, the bias (a regularized constant feature of value ``B``)
+    weighted by the last row (``_csr.bias_at``); ``zu`` (d, k) and ``zs`` (k, 2) the sums over the rows shrunk at
     the upper bound (``_dcd_cert.py``). One model (k = 1: a binary problem, or one class
     of :func:`dcd_classes_epochs`) passes ``W`` and ``zu`` as vectors, read without the
     (d, k) address arithmetic (``_csr.w_at``).
