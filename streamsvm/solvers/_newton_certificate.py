@@ -74,6 +74,22 @@ class NewtonCertificate:
             self._bound(c, penalties(w, self.reg, self.pen) + res["closs"][c], w)
         self.cand_live[:] = False
 
+    def polish_budget(self) -> int:
+        """The most row visits of one polish per model: ``polish_work`` times the work of
+        a pass (0: up to the epochs' own limits), counted in operations on a row's entries,
+        a deterministic count (a budget in seconds would not resume bit for bit). A polish
+        visit takes about 2 per entry (a dot product and an update); a pass, per model
+        and row, 2 for each of its 3 margins (w, d, the first trial), 2 for each point's
+        gradient, and its Hessian's: with cg 2 for the diagonal, dense ½·(entries per
+        row) for each slot's rank-one update of the rows' columns."""
+        if self.polish_work <= 0:
+            return np.iinfo(np.int64).max // 4
+        per_row = self.nnz_per_row
+        slots = self.P * self.L
+        hess = 2.0 if self.cg else 0.5 * min(per_row, self.a) * slots
+        ops = per_row * (6.0 + 2.0 * self.P + hess)
+        return max(1, int(self.polish_work * self.n_rows * ops / (2.0 * per_row)))
+
     def _polish_on(self, sl, sched, res, E, final) -> int:
         """The polish over the resident rows ``sl`` (:func:`._newton_polish.polish`): a dual
         bound now, and a primal candidate for the next pass. Only at a model's iterate once
@@ -84,7 +100,8 @@ class NewtonCertificate:
                 if final or (self.valid[c] and not self.done[c])}
         found, visits = polish(sl, rows, E, self.alpha, res["u"], self.pen, self.prob,
                                float(self.bias), self.unit,
-                               functools.partial(sched.rng, self.polishes))
+                               functools.partial(sched.rng, self.polishes),
+                               self.polish_budget())
         self.polish_visits += visits
         for c, (a, w) in found.items():
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))

@@ -23,12 +23,16 @@ from ..kernels import csr_matmat, csr_rmatmat_add
 from ..kernels._newton import newton_hess_add, newton_rows, symmetrize_lower
 from ..schedule import Accumulator, Need
 
-__all__ = ["accumulators", "fit_hessians", "newton_block", "slots", "square_hessians"]
+__all__ = ["accumulators", "band_that_fits", "fit_hessians", "newton_block", "slots",
+           "square_hessians", "threshold_that_fits", "curvature_sample"]
 
 log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, under its name
 
 _CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
+HIST_BINS = 24          # the polish's histogram of |z|: edges band·2^(-j/2), j < this
+H_BINS = 100            # cg's histogram of curvatures: bin j holds h in (2^(H_TOP-j-1), 2^(H_TOP-j)]
+H_TOP = 40
 
 
 def fit_hessians(sched, k, d, cg, *, max_dense, fused, sq, auto, points):
@@ -51,7 +55,7 @@ def fit_hessians(sched, k, d, cg, *, max_dense, fused, sq, auto, points):
         # smoothing levels per evaluation point (kernels/_newton.py): the hinge can
         # speculate the next level α/β (cg works from the rows of one level); points per
         # trying pass: the first `points` Armijo trials (one when unfused, or with cg)
-        top = (1 if cg or not fused else points, 1 if sq or cg else 2)
+        top = (1 if not fused else points, 1 if sq or cg else 2)
         P, L, refused = _shrink_to_budget(sched, k, D1, a, *top)
         if refused is None:
             break
@@ -129,10 +133,14 @@ def accumulators(k, D1, a, P, L, trials, *, free_bias, polish, cg) -> dict:
     if free_bias:
         acc["gpos"] = Accumulator((L, D1, k))
     if polish:
-        acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k))
+        acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k),
+                   zhist=Accumulator((k, HIST_BINS, 2)))
     if cg:
         # [rows with curvature, their entries, rows near the margin, their entries]
-        acc.update(hdiag=Accumulator((D1, k)), rowsize=Accumulator(4))
+        # per model, the rows with curvature by log2 of it (curv_hist), and the rows near
+        # the margin kept with them: [rows, their entries]
+        acc.update(hdiag=Accumulator((D1, k)), hhist=Accumulator((k, H_BINS, 4)),
+                   nearsize=Accumulator(2))
     return acc
 
 
@@ -190,18 +198,16 @@ def newton_block(block, views, args, acc):
         Xsq = (block.indptr, block.indices, vals * vals)
         csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
         acc["hdiag"][d] += B * B * h[0].sum(axis=0)
-        # when they did not all fit the RAM slab last pass, a share p of them drawn by row
-        # id, their curvature weighted by 1/p (subsampled Newton-CG: an unbiased estimate)
-        p = sample
+        # the rows with curvature h_i kept: each with probability min(1, h_i/τ) drawn by
+        # row id, weighted h_i/min(1, h_i/τ) = max(h_i, τ) (an unbiased Hessian estimate
+        # whose rows near the margin, the ones that weigh, are all kept), τ = 0 keeping
+        # every one: τ is sized by the last pass's curvature histogram to the RAM slab
         curv = (h[0] > 0.0) & (h[0] >= cutoff[None, :, 0])
-        keep = curv
-        if p < 1.0:
-            keep = curv & (row_uniform(block.row_start, n)[:, None] < p)
+        keep, weight = curvature_sample(h[0], curv, sample, block.row_start)
         views[0][:] = 2 * keep
-        views[1][:] = np.where(keep, h[0] * (1.0 / p if p > 0 else 0.0), 0.0)
-        lens, kept = np.diff(block.indptr), curv.any(axis=1)
-        acc["rowsize"][0] += float(np.count_nonzero(kept))
-        acc["rowsize"][1] += float(lens[kept].sum())
+        views[1][:] = weight
+        lens = np.diff(block.indptr)
+        _curvature_histogram(h[0], curv, lens, acc["hhist"])
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
@@ -220,18 +226,19 @@ def newton_block(block, views, args, acc):
                         (np.empty(longest, np.int64), np.empty(longest), np.empty(L)),
                         acc["H"])
     if polish is not None:
-        band, cand, cand_live = polish
+        band, cand, cand_live, hband = polish
         yk = np.where(positive, 1.0, -1.0)
         Ck = np.where(positive, prob.Cp[None, :], prob.Cn[None, :])
         z = 1.0 - yk * Ev[0]
+        _margin_histogram(np.abs(z), np.diff(block.indptr), plan[0], hband, acc["zhist"])
         on = band[None, :] >= 0
         near = on & (np.abs(z) <= band[None, :])
         views[0][:] = views[0] | near if hess == "cg" else near
         views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
         if hess == "cg":
             kept = near.any(axis=1)
-            acc["rowsize"][2] += float(np.count_nonzero(kept))
-            acc["rowsize"][3] += float(lens[kept].sum())
+            acc["nearsize"][0] += float(np.count_nonzero(kept))
+            acc["nearsize"][1] += float(lens[kept].sum())
         past = np.where(on & (z > band[None, :]), Ck, 0.0)
         coef_u = past * yk
         csr_rmatmat_add(X, coef_u, acc["u"])
@@ -243,6 +250,88 @@ def newton_block(block, views, args, acc):
             M += B * cand[d]
             acc["closs"] += np.where(cand_live[None, :],
                                      Ck * np.maximum(0.0, 1.0 - yk * M), 0.0).sum(axis=0)
+
+
+def _margin_histogram(az, lens, live, hband, out):
+    """Add each live model's rows with ``|z| ≤ hband`` (and their entries) to ``out`` (k,
+    HIST_BINS, 2) at the finest bin ``j`` whose edge ``hband·2^(−j/2)`` still holds them:
+    the next pass sizes the polish's band from it (:func:`band_that_fits`)."""
+    for c in np.flatnonzero(live):
+        a = az[:, c]
+        m = a <= hband
+        if not m.any():
+            continue
+        with np.errstate(divide="ignore"):
+            j = np.floor(2.0 * np.log2(hband / a[m]))
+        j = np.minimum(j, HIST_BINS - 1).astype(np.int64)
+        out[c, :, 0] += np.bincount(j, minlength=HIST_BINS)
+        out[c, :, 1] += np.bincount(j, weights=lens[m], minlength=HIST_BINS)
+
+
+def curvature_sample(h, curv, tau, start):
+    """cg's rows kept, of those with curvature ``curv`` (n, k): row ``i`` with probability
+    ``min(1, h_i/τ_c)`` (all when ``τ_c = 0``) drawn by its id (``start`` the block's first
+    row), and their weights ``max(h_i, τ_c)``, so that ``Σ_kept weight_i x̄_i x̄_iᵀ`` is an
+    unbiased estimate of the Hessian ``Σ h_i x̄_i x̄_iᵀ``: ``(keep, weight)``."""
+    tau = np.asarray(tau)[None, :]
+    keep = curv
+    if (tau > 0).any():
+        keep = curv & (row_uniform(start, h.shape[0])[:, None] * tau < h)
+    return keep, np.where(keep, np.maximum(h, tau), 0.0)
+
+
+def _curvature_histogram(h, curv, lens, out):
+    """Add each model's rows with curvature (``curv``) to ``out`` (k, H_BINS, 4) by the bin
+    of ``log2 h``: rows, entries, and their curvatures' sums ``Σ h``, ``Σ h·entries`` (what
+    :func:`threshold_that_fits` weighs the sampled rows by)."""
+    for c in range(h.shape[1]):
+        m = curv[:, c]
+        if not m.any():
+            continue
+        hc, ln = h[m, c], lens[m].astype(np.float64)
+        j = np.clip(np.ceil(H_TOP - np.log2(hc)) - 1, 0, H_BINS - 1).astype(np.int64)
+        for col, wts in enumerate((None, ln, hc, hc * ln)):
+            out[c, :, col] += np.bincount(j, weights=wts, minlength=H_BINS)
+
+
+def threshold_that_fits(hhist, row_bytes, extra_row_bytes, room):
+    """cg's sampling threshold ``τ`` per model (0: every row with curvature kept) such that
+    the rows kept with probability ``min(1, h_i/τ)`` are expected to cost at most ``room``
+    bytes (shared evenly between the models), from the last pass's :func:`_curvature_histogram`
+    (τ on its bin edges ``2^(H_TOP−j)``)."""
+    k = hhist.shape[0]
+    tau = np.zeros(k)
+    for c in range(k):
+        rows, nnz, hs, hnnz = (hhist[c, :, col] for col in range(4))
+        if rows.sum() * extra_row_bytes + nnz.sum() * row_bytes <= room / k:
+            continue
+        edges = 2.0 ** (H_TOP - np.arange(H_BINS + 1))
+        for j in range(H_BINS, -1, -1):        # from the smallest threshold up
+            t = edges[j]                       # bins < j: h > t, kept; the others h/t
+            e_rows = rows[:j].sum() + hs[j:].sum() / t
+            e_nnz = nnz[:j].sum() + hnnz[j:].sum() / t
+            if e_rows * extra_row_bytes + e_nnz * row_bytes <= room / k:
+                tau[c] = t
+                break
+        else:
+            tau[c] = edges[0]
+    return tau
+
+
+def band_that_fits(zhist, hband, row_bytes, extra_row_bytes, room, shares):
+    """The polish's band from the last pass's histogram ``zhist`` (:func:`_margin_histogram`):
+    ``hband`` when its rows near the margin cost at most ``shares[0]·room`` bytes in the
+    RAM slab (or no histogram yet), else the widest edge ``hband·2^(−j/2)`` whose rows
+    cost at most ``shares[1]·room`` (a margin: the iterate moves between passes), or −1
+    when not even the finest does (no polish this pass). Every band gives an exact dual
+    bound: the rows past it are held at their bounds."""
+    whole, share = shares
+    below = zhist[:, ::-1].cumsum(axis=1)[:, ::-1].sum(axis=0)   # rows with |z| ≤ edge j
+    cost = below[:, 1] * row_bytes + below[:, 0] * extra_row_bytes
+    if cost[0] <= whole * room:
+        return hband
+    fits = np.flatnonzero(cost <= share * room)
+    return hband * 2.0 ** (-fits[0] / 2.0) if len(fits) else -1.0
 
 
 def row_uniform(start, n):

@@ -38,7 +38,7 @@ def near_margin(sl):
     return (sl.local["newton.near"] & 1).astype(bool)
 
 
-def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
+def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng, budget):
     """The restricted hinge duals of the models in ``rows`` over the resident rows ``sl``.
 
     Parameters
@@ -57,6 +57,9 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
         the store's values all 1.
     rng : callable
         ``rng(round)``: the generator of the epochs' seeds of each round.
+    budget : int
+        The most row visits per model (the polish's work per pass is bounded; the next
+        polish goes on from these duals).
 
     Returns
     -------
@@ -82,13 +85,14 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
     # L-BFGS-B for ℓ1 and where coordinate descent crawls, from where it stopped
     visits = 0
     if not pen.any() and subs:
-        found, crawled, visits = _polish_cd(sl, subs, u, prob, B, unit, rng)
+        found, left, visits = _polish_cd(sl, subs, u, prob, B, unit, rng, budget)
     else:
-        found, crawled = {c: subs[c][3] for c in subs}, list(subs)
-    for c in crawled:
+        found, left = {c: subs[c][3] for c in subs}, {c: budget for c in subs}
+    for c, rest in left.items():
         r, Z, Cc, _ = subs[c]
-        found[c], nfev = _polish_dual(Z, u[:, c], pen, found[c], Cc)
-        visits += nfev * len(r)
+        if rest >= 2 * len(r):
+            found[c], nfev = _polish_dual(Z, u[:, c], pen, found[c], Cc, rest // len(r))
+            visits += nfev * len(r)
     out = {}
     for c, a in found.items():
         sl.local["newton.a"][subs[c][0], c] = a
@@ -96,12 +100,13 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng):
     return out, visits
 
 
-def _polish_cd(sl, subs, u, prob, B, unit, rng):
+def _polish_cd(sl, subs, u, prob, B, unit, rng, budget):
     """The restricted hinge duals of the models in ``subs`` (ℓ2 only) by dual
     coordinate descent (dcd's in-memory epochs, class by class, with shrinking) over
-    the resident rows, from the smoothed duals, with ``w`` started at ``u + Zᵀa``:
-    ``({c: a}, the models whose epochs stopped at the visit limit, visits)``. Any ``a`` in
-    the box is dual feasible: the epochs only sharpen it."""
+    the resident rows, from the smoothed duals, with ``w`` started at ``u + Zᵀa``, at most
+    ``budget`` row visits per model: ``({c: a}, {c: the visits left to L-BFGS-B, for
+    the models whose epochs stopped at their limit}, visits)``. Any ``a`` in the box is
+    dual feasible: the epochs only sharpen it."""
     (D1, k), n = u.shape, sl.n_rows
     d = D1 - 1
     classes = np.array(sorted(subs), dtype=np.int64)
@@ -113,15 +118,22 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
         alpha[c, r], active[c, r] = a0, 1
         v = u[:, c] + Z.tdot(a0)
         W[c] = v
-        limit[c] = _POLISH_EPOCHS * len(r)
+    left = np.full(k, int(budget), dtype=np.int64)
     qd = np.empty(n, np.float32)
     row_sq_norms(sl.X, B * B, qd)
     eps = np.full(k, _POLISH_EPS)
     visits = 0
+    run = classes
     for rnd in range(2):                   # then once more with every row un-shrunk
-        if rnd:
-            for c in classes:
+        if rnd:                            # (the models with visits left)
+            run = classes[left[classes] > 0]
+            if len(run) == 0:
+                break
+            for c in run:
                 active[c, subs[c][0]] = 1
+        limit[:] = 0
+        for c in run:
+            limit[c] = min(_POLISH_EPOCHS * len(subs[c][0]), left[c])
         pg, info, cert = np.zeros((k, 3)), np.zeros((k, 6)), np.zeros((k, 2))
         seeds = rng(rnd).integers(2**63, size=k, dtype=np.uint64)
         shrink = (np.full(k, np.inf), np.full(k, -np.inf))
@@ -131,22 +143,26 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng):
                            (alpha, active, np.zeros((k, n), np.float32)),
                            (W, np.zeros((k, d)), np.zeros((k, 2))),
                            prob._replace(squared=False), shrink,   # the hinge's duals
-                           (classes, True, limit, -np.inf, 1, eps, plan, False), seeds,
+                           (run, True, limit, -np.inf, 1, eps, plan, False), seeds,
                            (np.empty(n, np.int64), np.empty((1, 3)), np.empty((1, 4)),
                             np.empty(5)), (pg, cert, info))
-        visits += int(info[classes, 1].sum())
-    crawled = [int(c) for c in classes if info[c, 1] >= limit[c]]
+        visits += int(info[run, 1].sum())
+        left -= info[:, 1].astype(np.int64)
+    crawled = {int(c): int(left[c]) for c in classes
+               if c not in run or info[c, 1] >= limit[c]}
     return {c: alpha[c, subs[c][0]] for c in subs}, crawled, visits
 
 
-def _polish_dual(Z, u, pen, a0, Cc):
+def _polish_dual(Z, u, pen, a0, Cc, evals):
     """``max_a D(a) = Σ a_i − ½‖soft(u + Zᵀa, pen)‖²`` over ``0 ≤ a ≤ Cc`` by L-BFGS-B from
-    ``a0`` (rows of ``Z``: ``y_i x̄_i``): ``(a, function evaluations)``."""
+    ``a0`` (rows of ``Z``: ``y_i x̄_i``), at most about ``evals`` function evaluations:
+    ``(a, function evaluations)``."""
     def fg(a):                                 # −D and its gradient
         w = soft(u + Z.tdot(a), pen)
         return 0.5 * float(w @ w) - float(a.sum()), Z.dot(w) - 1.0
 
     opt = scipy.optimize.minimize(
         fg, a0, jac=True, method="L-BFGS-B", bounds=scipy.optimize.Bounds(np.zeros(len(a0)), Cc),
-        options={"maxiter": _POLISH_ITERS, "ftol": 1e-15, "gtol": 1e-12})
+        options={"maxiter": min(_POLISH_ITERS, evals), "maxfun": evals, "ftol": 1e-15,
+                 "gtol": 1e-12})
     return np.clip(opt.x, 0.0, Cc), int(opt.nfev)

@@ -389,3 +389,101 @@ def test_dense_hessians_that_do_not_fit_the_budget_take_the_cg_path(caplog):
     assert abs(ps - pb) <= 2e-5 * pb
     with pytest.raises(InvalidParameterError, match="memory"):
         _fit(X, y, loss="squared_hinge", memory="6MB", hessian="dense")
+
+
+# -- under a memory budget: the polish's band and cg's rows sized to the RAM slab -----------
+
+def test_band_that_fits_narrows_to_the_room_from_the_histogram():
+    from streamsvm.solvers._newton_pass import HIST_BINS, band_that_fits
+    hist = np.zeros((2, HIST_BINS, 2))
+    hist[0, 0] = (100, 1000)                  # 100 rows with |z| in (0.5/√2, 0.5], 1000 entries
+    hist[1, 4] = (10, 100)                    # 10 rows of the second model in (0.5/8, 0.5/4·√2]
+    cost = [8 * 1100 + 4 * 110, 8 * 100 + 4 * 10, 0]   # rows with |z| ≤ edges 0, 1…4, 5…
+    assert band_that_fits(hist, 0.5, 8, 4, cost[0], (1.0, 0.7)) == 0.5
+    assert band_that_fits(hist, 0.5, 8, 4, cost[0] - 1, (1.0, 0.7)) == 0.5 * 2 ** -0.5
+    assert band_that_fits(hist, 0.5, 8, 4, cost[1] / 0.7 - 1, (1.0, 0.7)) == 0.5 * 2 ** -2.5
+    assert band_that_fits(np.zeros((1, HIST_BINS, 2)), 0.5, 8, 4, 0, (1.0, 0.7)) == 0.5
+    full = np.zeros((1, HIST_BINS, 2))
+    full[0, -1] = (5, 50)                     # rows at the margin itself: none fits 0 bytes
+    assert band_that_fits(full, 0.5, 8, 4, 0, (0.3, 0.3)) == -1.0
+
+
+def test_polish_certifies_under_a_budget_too_small_for_its_full_band(monkeypatch):
+    # a9a at 6 MB: the rows with |z| ≤ 0.5 do not fit the RAM slab. With the full band only
+    # (before) no polish ran and the smoothed duals certified 1e-3 after 44 passes; the band
+    # sized from the last pass's histogram of |z| keeps the rows nearest the margin: 6
+    from streamsvm.solvers import newton as nw
+    X, y = _load("a9a/a9a", n_features=123)
+    model, res = _fit(X, y, chunk_rows=2000, loss="hinge", tol=1e-3, max_passes=60,
+                      memory="6MB")
+    bands = [h["polish_band"] for h in res.history]
+    assert res.converged and res.passes <= 10, res.passes
+    assert 0 < min(b for b in bands if b > 0) < 0.5 and res.history[-1]["polish_passes"] > 0
+    ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
+    ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "hinge")
+    assert ref * (1 - 1e-9) <= ours <= ref * (1 + 1e-3)
+    monkeypatch.setattr(nw, "band_that_fits", lambda hist, band, *args: band)
+    _, old = _fit(X, y, chunk_rows=2000, loss="hinge", tol=1e-3, max_passes=60, memory="6MB")
+    assert old.passes >= 3 * res.passes and old.history[-1]["polish_passes"] == 0
+
+
+def test_curvature_sample_is_unbiased_and_keeps_the_rows_that_weigh():
+    from streamsvm.solvers._newton_pass import curvature_sample
+    h = np.random.default_rng(0).exponential(size=(200_000, 2))
+    curv = h > 0.01
+    keep, weight = curvature_sample(h, curv, np.array([0.0, 2.0]), 12345)
+    assert keep[:, 0].sum() == curv[:, 0].sum() and np.array_equal(weight[:, 0],
+                                                                    np.where(curv[:, 0], h[:, 0], 0))
+    assert keep[h[:, 1] >= 2.0, 1].all()                  # above τ: every row, weight h
+    assert np.array_equal(weight[h[:, 1] >= 2.0, 1], h[h[:, 1] >= 2.0, 1])
+    assert 0.2 < keep[:, 1].mean() < 0.6
+    est, true = weight[:, 1].sum(), h[curv[:, 1], 1].sum()
+    assert abs(est - true) <= 0.01 * true, (est, true)
+    again, _ = curvature_sample(h[1000:2000], curv[1000:2000], np.array([0.0, 2.0]), 12345 + 1000)
+    assert np.array_equal(again, keep[1000:2000])          # a function of the row id alone
+
+
+def test_threshold_that_fits_expects_the_room_at_most_and_is_the_smallest_edge():
+    from streamsvm.solvers._newton_pass import (H_BINS, H_TOP, _curvature_histogram,
+                                                threshold_that_fits)
+    rng = np.random.default_rng(1)
+    h = rng.exponential(size=(50_000, 1)) ** 3
+    lens = rng.integers(1, 60, size=50_000)
+    hist = np.zeros((1, H_BINS, 4))
+    _curvature_histogram(h, h > 0, lens, hist)
+    assert hist[0, :, 0].sum() == 50_000 and hist[0, :, 1].sum() == lens.sum()
+
+    def expected(t):
+        p = np.minimum(1.0, h[:, 0] / t) if t > 0 else np.ones(50_000)
+        return float((p * (lens * 12 + 40)).sum())
+
+    assert threshold_that_fits(hist, 12, 40, expected(0) + 1)[0] == 0.0
+    for room in (0.5 * expected(0), 0.1 * expected(0)):
+        t = threshold_that_fits(hist, 12, 40, room)[0]
+        assert t > 0 and expected(t) <= room * (1 + 1e-9)
+        assert expected(t / 2) > room                     # the next edge down would not fit
+        assert np.log2(t) == H_TOP - round(H_TOP - np.log2(t))
+
+
+def test_a_polish_works_within_its_budget_and_goes_on_from_its_duals(monkeypatch):
+    from streamsvm.solvers import _newton_certificate as nc
+    X, y = _load("a9a/a9a", 4000, 123)
+    seen = []
+
+    def polish(sl, rows, *args):
+        found, visits = real(sl, rows, *args)
+        if rows:
+            seen.append((args[-1], visits, max(len(r) for r in rows.values())))
+        return found, visits
+
+    real = nc.polish
+    monkeypatch.setattr(nc, "polish", polish)
+    model, res = _fit(X, y, chunk_rows=1000, loss="hinge", tol=1e-3, polish_work=0.05)
+    assert res.converged and len(seen) >= 2
+    # one polish's row visits: its budget, at most an epoch of its rows past it
+    assert all(visits <= budget + rows for budget, visits, rows in seen), seen
+    assert any(visits >= budget for budget, visits, rows in seen)     # the budget binds
+    bound = max(budget for budget, _, _ in seen)
+    seen.clear()
+    _, free = _fit(X, y, chunk_rows=1000, loss="hinge", tol=1e-3, polish_work=0)
+    assert free.converged and max(visits for _, visits, _ in seen) > 2 * bound
