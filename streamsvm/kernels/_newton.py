@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import math
 
-from ._csr import row_gather
+import numpy as np
+
+from ._csr import is_unit, row_gather
 from ._jit import kernel, kernel_inline
 
-__all__ = ["smooth_hinge", "newton_rows", "newton_hess_add", "symmetrize_lower"]
+__all__ = ["smooth_hinge", "newton_rows", "newton_margins", "newton_scatter", "newton_hess_add",
+           "symmetrize_lower"]
 
 
 @kernel_inline
@@ -120,6 +123,70 @@ def newton_rows(y, margins, prob, plan, acc, out):
                         sbpos[c, lv] += Ci * j1
                     coef[lv, i, c] = Ci * j1 * yi
                     h[lv, i, c] = Ci * j2
+
+
+@kernel
+def newton_margins(X, WDE, out):
+    """``out = (X W, X D, X E)``, each (n_rows, k), without the bias, from ``WDE`` (n_features
+    + 1, 3k) = ``[W D E]`` side by side (one cache line of a feature for the three): one
+    read of each row (``csr_matmat``'s sums, in its order: the same bits)."""
+    indptr, indices, data = X
+    unit = is_unit(X)
+    U, V, F = out
+    k = U.shape[1]
+    for i in range(len(indptr) - 1):
+        for c in range(k):
+            U[i, c] = 0.0
+            V[i, c] = 0.0
+            F[i, c] = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            x = 1.0 if unit else np.float64(data[p])
+            j = indices[p]
+            for c in range(k):
+                U[i, c] += x * WDE[j, c]
+                V[i, c] += x * WDE[j, k + c]
+                F[i, c] += x * WDE[j, 2 * k + c]
+
+
+@kernel
+def newton_scatter(X, coef, h, cu, out):
+    """A pass's sums over one block's rows into the columns of ``out`` (n_features + 1,
+    S), one read of each row and one cache line of a feature for all of them
+    (``csr_rmatmat_add``'s sums, each in its order: the same bits), without the bias:
+
+    * columns ``l·k … l·k + k − 1``: ``Xᵀ coef[l]`` for every slot ``l`` (coef (L, n_rows, k));
+    * the next ``k`` when ``h`` has rows: ``(X∘X)ᵀ h`` (the Hessian's diagonal, cg);
+    * the next ``k`` when ``cu`` has rows: ``Xᵀ cu`` (the polish's sum past the band).
+
+    A row whose ``h`` (or ``cu``) is zero for every model adds nothing to that sum and is
+    skipped (adding +0.0 to a sum started at +0.0 changes no bit)."""
+    indptr, indices, data = X
+    unit = is_unit(X)
+    L, k = coef.shape[0], coef.shape[2]
+    has_h, has_u = h.shape[0] > 0, cu.shape[0] > 0
+    oh = L * k
+    ou = oh + k if has_h else oh
+    for i in range(len(indptr) - 1):
+        use_h = False
+        use_u = False
+        for c in range(k):
+            if has_h and h[i, c] != 0.0:
+                use_h = True
+            if has_u and cu[i, c] != 0.0:
+                use_u = True
+        for p in range(indptr[i], indptr[i + 1]):
+            x = 1.0 if unit else np.float64(data[p])
+            j = indices[p]
+            for lv in range(L):
+                for c in range(k):
+                    out[j, lv * k + c] += x * coef[lv, i, c]
+            if use_h:
+                x2 = x * x
+                for c in range(k):
+                    out[j, oh + c] += x2 * h[i, c]
+            if use_u:
+                for c in range(k):
+                    out[j, ou + c] += x * cu[i, c]
 
 
 @kernel

@@ -20,11 +20,12 @@ import scipy.sparse
 
 from ..exceptions import InvalidParameterError
 from ..kernels import csr_matmat, csr_rmatmat_add
-from ..kernels._newton import newton_hess_add, newton_rows, symmetrize_lower
+from ..kernels._newton import (newton_hess_add, newton_margins, newton_rows, newton_scatter,
+                               symmetrize_lower)
 from ..schedule import Accumulator, Need
 
 __all__ = ["accumulators", "band_that_fits", "fit_hessians", "newton_block", "slots",
-           "square_hessians", "threshold_that_fits", "curvature_sample"]
+           "split_sums", "square_hessians", "threshold_that_fits", "curvature_sample"]
 
 log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, under its name
 
@@ -126,22 +127,37 @@ def accumulators(k, D1, a, P, L, trials, *, free_bias, polish, cg) -> dict:
     and the Hessian on ``a`` columns; with a free bias the gradient of the positive rows,
     for the polish its sums past the band and its candidates' losses, with cg the
     Hessian's diagonal and the size of the rows to keep."""
+    # the sums over the features side by side (kernels/_newton.py's newton_scatter): the
+    # gradient of each slot, with cg the Hessian's diagonal, for the polish its sum past
+    # the band (split by split_sums)
     acc = {"ftry": Accumulator((k, trials)), "f": Accumulator((k, L)),
            "sb": Accumulator((k, L)), "sbpos": Accumulator((k, L)),
            "loss": Accumulator((k, P)), "csum": Accumulator(k),
-           "g": Accumulator((L, D1, k)), "H": Accumulator((k, a, a, L))}
+           "sums": Accumulator((D1, (L + int(cg) + int(polish)) * k)),
+           "H": Accumulator((k, a, a, L))}
     if free_bias:
         acc["gpos"] = Accumulator((L, D1, k))
     if polish:
-        acc.update(u=Accumulator((D1, k)), usum=Accumulator(k), closs=Accumulator(k),
+        acc.update(usum=Accumulator(k), closs=Accumulator(k),
                    zhist=Accumulator((k, HIST_BINS, 2)))
     if cg:
         # [rows with curvature, their entries, rows near the margin, their entries]
         # per model, the rows with curvature by log2 of it (curv_hist), and the rows near
         # the margin kept with them: [rows, their entries]
-        acc.update(hdiag=Accumulator((D1, k)), hhist=Accumulator((k, H_BINS, 4)),
-                   nearsize=Accumulator(2))
+        acc.update(hhist=Accumulator((k, H_BINS, 4)), nearsize=Accumulator(2))
     return acc
+
+
+def split_sums(res, k, L, cg, polish) -> None:
+    """The reduced ``sums`` (n_features + 1, S) of a pass as ``res["g"]`` (L, n_features + 1,
+    k), with cg ``res["hdiag"]`` and for the polish ``res["u"]`` (n_features + 1, k)."""
+    sums = res.pop("sums")
+    D1 = sums.shape[0]
+    res["g"] = np.ascontiguousarray(sums[:, :L * k].reshape(D1, L, k).transpose(1, 0, 2))
+    if cg:
+        res["hdiag"] = np.ascontiguousarray(sums[:, L * k:(L + 1) * k])
+    if polish:
+        res["u"] = np.ascontiguousarray(sums[:, (L + int(cg)) * k:])
 
 
 def square_hessians(H):
@@ -157,47 +173,39 @@ def newton_block(block, views, args, acc):
     """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
     the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
     collected), the sums over the rows past the band, and the candidates' losses."""
-    W, Dir, E, trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
+    W, (Dir, E, WDE), trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
     X = (block.indptr, block.indices, block.data)
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
-    U = np.empty((n, k))
-    csr_matmat(X, W, U)
-    U += B * W[d]
     L = plan[3].shape[1]
     P = max(1, int(plan[4].max()))
-    V = U
+    U = np.empty((n, k))
     Ev = np.empty((P, n, k))
     if trying:                       # point 0 at E (the first trials), point p at trial p
         V = np.empty((n, k))
-        csr_matmat(X, Dir, V)
+        newton_margins(X, WDE, (U, V, Ev[0]))
+        U += B * W[d]
         V += B * Dir[d]
-        csr_matmat(X, E, Ev[0])
         Ev[0] += B * E[d]
         for p in range(1, P):
             Ev[p] = U + plan[1][:, p] * V
     else:
+        csr_matmat(X, W, U)
+        U += B * W[d]
+        V = U
         Ev[0] = U
     coef, h = np.empty((L, n, k)), np.empty((L, n, k))
     newton_rows(block.y, (U, V, Ev), prob, plan,
                 (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
                 (coef, h))
-    g = acc["g"]
     positive = block.y[:, None] == prob.pos[None, :]
-    for lv in range(L):
-        csr_rmatmat_add(X, coef[lv], g[lv])
-        g[lv, d] += B * coef[lv].sum(axis=0)
-        if free:
-            cp = np.where(positive, coef[lv], 0.0)
-            csr_rmatmat_add(X, cp, acc["gpos"][lv])
-            acc["gpos"][lv, d] += B * cp.sum(axis=0)
+    lens = np.diff(block.indptr)
+    none = np.empty((0, k))
+    hd, cu = none, none              # the rows of the diagonal's and the polish's sums
     if hess == "cg":
         # no Hessian: its diagonal (cg's preconditioner), and the rows with curvature kept
         # (resident rows, with their curvatures), the polish's marks added below
-        vals = np.ones(len(block.indices)) if unit else block.data.astype(np.float64)
-        Xsq = (block.indptr, block.indices, vals * vals)
-        csr_rmatmat_add(Xsq, h[0], acc["hdiag"])
-        acc["hdiag"][d] += B * B * h[0].sum(axis=0)
+        hd = h[0]
         # the rows with curvature h_i kept: each with probability min(1, h_i/τ) drawn by
         # row id, weighted h_i/min(1, h_i/τ) = max(h_i, τ) (an unbiased Hessian estimate
         # whose rows near the margin, the ones that weigh, are all kept), τ = 0 keeping
@@ -206,7 +214,6 @@ def newton_block(block, views, args, acc):
         keep, weight = curvature_sample(h[0], curv, sample, block.row_start)
         views[0][:] = 2 * keep
         views[1][:] = weight
-        lens = np.diff(block.indptr)
         _curvature_histogram(h[0], curv, lens, acc["hhist"])
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
@@ -221,7 +228,7 @@ def newton_block(block, views, args, acc):
                     Xs = Xd[sel]
                     acc["H"][c, :, :, lv] += (Xs.T * h[lv, sel, c]) @ Xs
     else:
-        longest = int(np.diff(block.indptr).max(initial=0)) + 1
+        longest = int(lens.max(initial=0)) + 1
         newton_hess_add(X, unit, B, h, cutoff, amap,
                         (np.empty(longest, np.int64), np.empty(longest), np.empty(L)),
                         acc["H"])
@@ -230,7 +237,7 @@ def newton_block(block, views, args, acc):
         yk = np.where(positive, 1.0, -1.0)
         Ck = np.where(positive, prob.Cp[None, :], prob.Cn[None, :])
         z = 1.0 - yk * Ev[0]
-        _margin_histogram(np.abs(z), np.diff(block.indptr), plan[0], hband, acc["zhist"])
+        _margin_histogram(np.abs(z), lens, plan[0], hband, acc["zhist"])
         on = band[None, :] >= 0
         near = on & (np.abs(z) <= band[None, :])
         views[0][:] = views[0] | near if hess == "cg" else near
@@ -240,9 +247,7 @@ def newton_block(block, views, args, acc):
             acc["nearsize"][0] += float(np.count_nonzero(kept))
             acc["nearsize"][1] += float(lens[kept].sum())
         past = np.where(on & (z > band[None, :]), Ck, 0.0)
-        coef_u = past * yk
-        csr_rmatmat_add(X, coef_u, acc["u"])
-        acc["u"][d] += B * coef_u.sum(axis=0)
+        cu = past * yk
         acc["usum"] += past.sum(axis=0)
         if cand_live.any():
             M = np.empty((n, k))
@@ -250,6 +255,19 @@ def newton_block(block, views, args, acc):
             M += B * cand[d]
             acc["closs"] += np.where(cand_live[None, :],
                                      Ck * np.maximum(0.0, 1.0 - yk * M), 0.0).sum(axis=0)
+    # the gradients of every slot, the diagonal and the polish's sum: one read of the rows
+    sums = acc["sums"]
+    newton_scatter(X, coef, hd, cu, sums)
+    for lv in range(L):
+        sums[d, lv * k:(lv + 1) * k] += B * coef[lv].sum(axis=0)
+        if free:
+            cp = np.where(positive, coef[lv], 0.0)
+            csr_rmatmat_add(X, cp, acc["gpos"][lv])
+            acc["gpos"][lv, d] += B * cp.sum(axis=0)
+    if hess == "cg":
+        sums[d, L * k:(L + 1) * k] += B * B * h[0].sum(axis=0)
+    if polish is not None:
+        sums[d, (L + int(hess == "cg")) * k:] += B * cu.sum(axis=0)
 
 
 def _margin_histogram(az, lens, live, hband, out):

@@ -123,7 +123,7 @@ from ..schedule import RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
 from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians, newton_block,
-                           slots, square_hessians, threshold_that_fits)
+                           slots, split_sums, square_hessians, threshold_that_fits)
 from ._newton_step import TRIALS, NewtonSteps, linesearch_l1
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
@@ -405,7 +405,9 @@ class NewtonSolver(NewtonSteps, Solver):
             polish = (band, self.cand.copy(), self.cand_live.copy(), self.band)
         hess = "cg" if self.cg else "full" if self.full_h else "active"
         sample = self.tau if self.cg else None      # (the rows with curvature sampled)
-        args = (self.W, Dir, E, bool(n_trials.any()), self.prob, float(self.bias), self.unit,
+        trying = bool(n_trials.any())       # (W, Dir and E side by side: newton_margins)
+        WDE = np.hstack((self.W, Dir, E)) if trying else None
+        args = (self.W, (Dir, E, WDE), trying, self.prob, float(self.bias), self.unit,
                 (live, trials, n_trials, alphas, n_points), self.amap, cutoff, self.free_bias,
                 polish, (hess, sample))
         if self.rows is not None:
@@ -422,6 +424,7 @@ class NewtonSolver(NewtonSteps, Solver):
                                                self.rows.extra_row_bytes, max(room, 0.0))
         else:
             res = sched.map_reduce(newton_block, args=args, acc=acc)
+        split_sums(res, k, alphas.shape[1], self.cg, self.polishing)
         res["alphas"], res["n_points"] = alphas, n_points
         res["H"] = square_hessians(res["H"])                           # (k, L, a, a)
         return res, E
