@@ -112,6 +112,8 @@ class DirectArray:
         self.shard_len, self.inner_len, self.compression = layout
         self.per_shard = self.shard_len // self.inner_len
         self.local = type(fs).__name__ == "LocalFileSystem"
+        # a store that cannot stay in the page cache: drop what was read (_page_cache.py)
+        self.drop_after_read = False
         self._index: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
         # the last inner chunks decoded for a partial read: consecutive row ranges (blocks
@@ -251,6 +253,8 @@ class DirectArray:
                         out = os.pread(fd, nbytes, start)
                     else:
                         out = into[:os.preadv(fd, [into], start)]
+                    if self.drop_after_read:
+                        os.posix_fadvise(fd, start, nbytes, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
             else:

@@ -14,6 +14,7 @@ array, the chunk and the rows.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -23,8 +24,11 @@ from ..exceptions import StoreCorruptError, StoreError
 from ._attrs import (array_names, array_problem, boundary_problem, count_labels,
                      label_counts_problem)
 from ._direct import DirectArray
+from ._page_cache import store_outgrows_page_cache
 from ._store_meta import Chunk, StoreMeta
 from ._urls import join_url, url_to_fs
+
+logger = logging.getLogger("streamsvm.io")
 
 __all__ = ["CHECK_ROWS", "Store"]
 
@@ -117,6 +121,12 @@ class Store(StoreMeta):
                 arrays["indices"].valid = (0, self.n_features - 1, False)
                 arrays["y"].valid = (-1, 1, True) if self.task == "binary" else \
                     (0, len(self.meta["classes"]) - 1, False)
+                size = self.bytes_on_disk() if type(fs).__name__ == "LocalFileSystem" else 0
+                if size and store_outgrows_page_cache(size):
+                    logger.info("store %s (%d bytes) outgrows the page cache: its reads are "
+                                "dropped from it once decoded", self.url, size)
+                    for arr in arrays.values():
+                        arr.drop_after_read = True
                 self._arrays = arrays
             return self._arrays
 

@@ -172,3 +172,27 @@ def test_ranges_sharing_boundaries_decode_each_inner_chunk_once(small_shards, tm
         np.testing.assert_array_equal(arr.read(a, b), X.indices[a:b])
     boundary = half % arr.inner_len != 0           # the streams' one shared inner chunk
     assert len(decoded) == -(-n // arr.inner_len) + boundary
+
+
+def test_a_store_that_outgrows_the_page_cache_drops_what_it_read(small_shards, tmp_path,
+                                                                  monkeypatch):
+    from streamsvm.io import _page_cache, _store
+    _random_store(tmp_path / "s.zarr")
+    dropped = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: (
+        dropped.append((n, advice)), real(fd, off, n, advice))[1])
+    kept = open_store(str(tmp_path / "s.zarr"))
+    want = kept.read_rows(0, kept.n_rows)
+    assert not dropped                                # fits: its pages stay for the next pass
+    monkeypatch.setattr(_store, "store_outgrows_page_cache", lambda size: size > 0)
+    big = open_store(str(tmp_path / "s.zarr"))
+    got = big.read_rows(0, big.n_rows)
+    assert dropped and {a for _, a in dropped} == {os.POSIX_FADV_DONTNEED}
+    for name in ("indptr", "indices", "data", "y"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    # the rule: larger than the smaller of MemAvailable and the cgroup's limit
+    monkeypatch.setattr(_page_cache, "_cgroup_limit", lambda: 2_000_000_000)
+    assert _page_cache.page_cache_room() <= 2_000_000_000
+    assert _page_cache.store_outgrows_page_cache(4_236_000_000)
+    assert not _page_cache.store_outgrows_page_cache(10_000_000)
