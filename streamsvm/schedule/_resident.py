@@ -121,6 +121,12 @@ class ResidentRows:
         room = fraction * self._ram_room() - cost(besides)
         return float(min(1.0, max(room, 0.0) / want)) if want > 0 else 1.0
 
+    def ram_bytes(self, rows, nnz):
+        """What ``rows`` rows with ``nnz`` entries in all (numbers or arrays) take in the RAM
+        slab: a solver sizes what it keeps (newton's polish band, cg's sample) by it."""
+        return np.asarray(nnz, dtype=np.float64) * self.row_bytes + \
+            np.asarray(rows, dtype=np.float64) * self.extra_row_bytes
+
     def fits_ram(self) -> bool:
         rows, nbytes = self.kept()
         return 0 < nbytes + rows * self.extra_row_bytes <= self._ram_room()

@@ -9,6 +9,21 @@ of ``kernels/_newton.py``, the gradient and the Hessian by one of three modes: d
 the active columns' ``newton_hess_add``, or none with cg, whose rows with curvature it
 marks for the resident rows; and the polish's marks and sums); :func:`square_hessians`
 turns the reduced sums into symmetric Hessians.
+
+
+Hessian-free (cg), the rows with curvature: When they do
+not all fit the RAM slab (70% of its room, besides the polish's rows), the pass keeps row
+``i`` with probability ``min(1, h_i/τ)``, drawn by row id, its curvature weighted
+``max(h_i, τ)`` (an unbiased Hessian estimate that keeps every row near the margin, the
+ones that weigh: a uniform share of all rows, before, left newton on the 3·10^6-row store
+at ``--memory 200MB`` uncertified after 200 passes), ``τ`` the smallest that the last
+pass's histogram of the curvatures expects to fit; with no rows at all (the first pass of
+a store too big for the room, or no room), the step is a Jacobi step ``−g / (1 + diag H)``
+that Armijo scales. The next smoothing level is not speculated in this mode (one level's
+rows only), but the first three trials are evaluated as with dense Hessians: a step
+accepted at ``s/2`` or ``s/4`` goes on with its exact gradient and the curvature rows of
+the first trial (an inexact Newton-CG Hessian; Armijo guards the step), which halves the
+passes per step (the 3·10^6-row store: 11 passes instead of 19).
 """
 
 from __future__ import annotations
@@ -312,23 +327,24 @@ def _curvature_histogram(h, curv, lens, out):
             out[c, :, col] += np.bincount(j, weights=wts, minlength=H_BINS)
 
 
-def threshold_that_fits(hhist, row_bytes, extra_row_bytes, room):
+def threshold_that_fits(hhist, cost, room):
     """cg's sampling threshold ``τ`` per model (0: every row with curvature kept) such that
     the rows kept with probability ``min(1, h_i/τ)`` are expected to cost at most ``room``
     bytes (shared evenly between the models), from the last pass's :func:`_curvature_histogram`
-    (τ on its bin edges ``2^(H_TOP−j)``)."""
+    (τ on its bin edges ``2^(H_TOP−j)``); ``cost(rows, entries)``: their bytes in the RAM
+    slab (the scheduler's ``ResidentRows.ram_bytes``)."""
     k = hhist.shape[0]
     tau = np.zeros(k)
     for c in range(k):
         rows, nnz, hs, hnnz = (hhist[c, :, col] for col in range(4))
-        if rows.sum() * extra_row_bytes + nnz.sum() * row_bytes <= room / k:
+        if cost(rows.sum(), nnz.sum()) <= room / k:
             continue
         edges = 2.0 ** (H_TOP - np.arange(H_BINS + 1))
         for j in range(H_BINS, -1, -1):        # from the smallest threshold up
             t = edges[j]                       # bins < j: h > t, kept; the others h/t
             e_rows = rows[:j].sum() + hs[j:].sum() / t
             e_nnz = nnz[:j].sum() + hnnz[j:].sum() / t
-            if e_rows * extra_row_bytes + e_nnz * row_bytes <= room / k:
+            if cost(e_rows, e_nnz) <= room / k:
                 tau[c] = t
                 break
         else:
@@ -336,16 +352,17 @@ def threshold_that_fits(hhist, row_bytes, extra_row_bytes, room):
     return tau
 
 
-def band_that_fits(zhist, hband, row_bytes, extra_row_bytes, room, shares):
+def band_that_fits(zhist, hband, cost, room, shares):
     """The polish's band from the last pass's histogram ``zhist`` (:func:`_margin_histogram`):
     ``hband`` when its rows near the margin cost at most ``shares[0]·room`` bytes in the
     RAM slab (or no histogram yet), else the widest edge ``hband·2^(−j/2)`` whose rows
     cost at most ``shares[1]·room`` (a margin: the iterate moves between passes), or −1
     when not even the finest does (no polish this pass). Every band gives an exact dual
-    bound: the rows past it are held at their bounds."""
+    bound: the rows past it are held at their bounds. ``cost(rows, entries)``: their bytes
+    in the RAM slab (the scheduler's ``ResidentRows.ram_bytes``)."""
     whole, share = shares
     below = zhist[:, ::-1].cumsum(axis=1)[:, ::-1].sum(axis=0)   # rows with |z| ≤ edge j
-    cost = below[:, 1] * row_bytes + below[:, 0] * extra_row_bytes
+    cost = cost(below[:, 0], below[:, 1])
     if cost[0] <= whole * room:
         return hband
     fits = np.flatnonzero(cost <= share * room)

@@ -8,6 +8,17 @@ run first, and L-BFGS-B with box constraints takes over where they hit their lim
 with ℓ1. Any point of the box is dual feasible; :func:`polish` returns each model's duals
 (kept in the rows' state ``newton.a`` as the next polish's warm start) and the primal
 candidate ``soft(u + Σ a_i y_i x̄_i, ρ)``, whose value the next pass evaluates.
+
+Bounded work: one polish does at most ``polish_work`` times a pass's work per model
+(counted in operations on the rows' entries, so that a resumed run repeats it bit for
+bit; the next polish goes on from its duals). Under a memory budget: the band is the
+widest ``band·2^(−j/2)`` whose rows, by the last pass's histogram of ``|z|``, fill at most
+70% of the RAM slab's room (30% with cg), the full band whenever its rows fit the room;
+every band gives an exact bound, a narrower one a weaker bound far from the optimum and
+the same near it (the rows past it are at their bounds there). Before, the full band's
+rows did not fit at small budgets and no polish ran: a9a at ``--memory 6MB`` certified
+1e-3 by the smoothed duals alone after 44 passes, 6 with the fitted band. The history's
+``polish_band`` is the band of the last pass (−1: no rows kept for the polish).
 """
 
 from __future__ import annotations

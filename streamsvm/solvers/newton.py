@@ -37,18 +37,8 @@ their curvatures (a per-row state), and sums the Hessian's diagonal. The Newton 
 then solved by conjugate gradient preconditioned by that diagonal, to a relative residual
 of 0.1, its Hessian-vector products over the resident rows: a CG iteration is not a pass.
 The rows stay in RAM until the next pass (and are recorded in checkpoints). When they do
-not all fit the RAM slab (70% of its room, besides the polish's rows), the pass keeps row
-``i`` with probability ``min(1, h_i/τ)``, drawn by row id, its curvature weighted
-``max(h_i, τ)`` (an unbiased Hessian estimate that keeps every row near the margin, the
-ones that weigh: a uniform share of all rows, before, left newton on the 3·10^6-row store
-at ``--memory 200MB`` uncertified after 200 passes), ``τ`` the smallest that the last
-pass's histogram of the curvatures expects to fit; with no rows at all (the first pass of
-a store too big for the room, or no room), the step is a Jacobi step ``−g / (1 + diag H)``
-that Armijo scales. The next smoothing level is not speculated in this mode (one level's
-rows only), but the first three trials are evaluated as with dense Hessians: a step
-accepted at ``s/2`` or ``s/4`` goes on with its exact gradient and the curvature rows of
-the first trial (an inexact Newton-CG Hessian; Armijo guards the step), which halves the
-passes per step (the 3·10^6-row store: 11 passes instead of 19).
+not all fit, a sample weighted by curvature; with none, a Jacobi step; the first three
+trials evaluated: :mod:`._newton_pass`'s doc.
 
 Passes (spec §4.2, ``fused=True``): one pass evaluates, for every model still training,
 the objective at all Armijo trials ``s, s/2, …, s/2⁷`` of its step (one pass answers the
@@ -92,16 +82,7 @@ is that point) and the best dual bound, both exact:
   the next pass evaluates alongside its own work. Once the iterate's partition of the rows
   is right, the candidate is the optimum. Its row visits are reported as ``polish_passes``
   (the resident rows' work is not a pass over the store: issue 12).
-  Bounded work: one polish does at most ``polish_work`` times a pass's work per model
-  (counted in operations on the rows' entries, so that a resumed run repeats it bit for
-  bit; the next polish goes on from its duals). Under a memory budget: the band is the
-  widest ``band·2^(−j/2)`` whose rows, by the last pass's histogram of ``|z|``, fill at most
-  70% of the RAM slab's room (30% with cg), the full band whenever its rows fit the room;
-  every band gives an exact bound, a narrower one a weaker bound far from the optimum and
-  the same near it (the rows past it are at their bounds there). Before, the full band's
-  rows did not fit at small budgets and no polish ran: a9a at ``--memory 6MB`` certified
-  1e-3 by the smoothed duals alone after 44 passes, 6 with the fitted band. The history's
-  ``polish_band`` is the band of the last pass (−1: no rows kept for the polish).
+  Bounded work, and the band under a memory budget: :mod:`._newton_polish`'s doc.
 
 The history adds ``alpha`` (the largest level), ``smoothing_bound`` (``Σ_c α_c/2·Σ C_i``: how
 far ``F_α`` can be above ``P``) and ``polish_passes``.
@@ -397,8 +378,7 @@ class NewtonSolver(NewtonSteps, Solver):
         if self.polishing:
             # the rows near the margin at E are kept (band < 0: not this model's turn), in a
             # band that fits the RAM slab (cg: besides its rows with curvature)
-            fit = band_that_fits(self.zhist, self.band, self.rows.row_bytes,
-                                 self.rows.extra_row_bytes, room,
+            fit = band_that_fits(self.zhist, self.band, self.rows.ram_bytes, room,
                                  _CG_NEAR_SHARES if self.cg else _NEAR_SHARES)
             band = np.where(live & (self.alpha <= self.band / 2), fit, -1.0)
             self.band_used = float(band.max(initial=-1.0))
@@ -418,10 +398,9 @@ class NewtonSolver(NewtonSteps, Solver):
             self.zhist = res["zhist"] if self.polishing else self.zhist
             if self.cg:            # the next pass keeps a share that fits the RAM slab
                 near = res["nearsize"] if self.polishing else np.zeros(2)
-                room = 0.7 * room - (near[0] * self.rows.extra_row_bytes +
-                                                     near[1] * self.rows.row_bytes)
-                self.tau = threshold_that_fits(res["hhist"], self.rows.row_bytes,
-                                               self.rows.extra_row_bytes, max(room, 0.0))
+                room = 0.7 * room - float(self.rows.ram_bytes(near[0], near[1]))
+                self.tau = threshold_that_fits(res["hhist"], self.rows.ram_bytes,
+                                               max(room, 0.0))
         else:
             res = sched.map_reduce(newton_block, args=args, acc=acc)
         split_sums(res, k, alphas.shape[1], self.cg, self.polishing)

@@ -393,19 +393,23 @@ def test_dense_hessians_that_do_not_fit_the_budget_take_the_cg_path(caplog):
 
 # -- under a memory budget: the polish's band and cg's rows sized to the RAM slab -----------
 
+def _cost(rows, nnz):                     # 8 bytes an entry, 4 a row
+    return np.asarray(nnz, dtype=float) * 8 + np.asarray(rows, dtype=float) * 4
+
+
 def test_band_that_fits_narrows_to_the_room_from_the_histogram():
     from streamsvm.solvers._newton_pass import HIST_BINS, band_that_fits
     hist = np.zeros((2, HIST_BINS, 2))
     hist[0, 0] = (100, 1000)                  # 100 rows with |z| in (0.5/√2, 0.5], 1000 entries
     hist[1, 4] = (10, 100)                    # 10 rows of the second model in (0.5/8, 0.5/4·√2]
     cost = [8 * 1100 + 4 * 110, 8 * 100 + 4 * 10, 0]   # rows with |z| ≤ edges 0, 1…4, 5…
-    assert band_that_fits(hist, 0.5, 8, 4, cost[0], (1.0, 0.7)) == 0.5
-    assert band_that_fits(hist, 0.5, 8, 4, cost[0] - 1, (1.0, 0.7)) == 0.5 * 2 ** -0.5
-    assert band_that_fits(hist, 0.5, 8, 4, cost[1] / 0.7 - 1, (1.0, 0.7)) == 0.5 * 2 ** -2.5
-    assert band_that_fits(np.zeros((1, HIST_BINS, 2)), 0.5, 8, 4, 0, (1.0, 0.7)) == 0.5
+    assert band_that_fits(hist, 0.5, _cost, cost[0], (1.0, 0.7)) == 0.5
+    assert band_that_fits(hist, 0.5, _cost, cost[0] - 1, (1.0, 0.7)) == 0.5 * 2 ** -0.5
+    assert band_that_fits(hist, 0.5, _cost, cost[1] / 0.7 - 1, (1.0, 0.7)) == 0.5 * 2 ** -2.5
+    assert band_that_fits(np.zeros((1, HIST_BINS, 2)), 0.5, _cost, 0, (1.0, 0.7)) == 0.5
     full = np.zeros((1, HIST_BINS, 2))
     full[0, -1] = (5, 50)                     # rows at the margin itself: none fits 0 bytes
-    assert band_that_fits(full, 0.5, 8, 4, 0, (0.3, 0.3)) == -1.0
+    assert band_that_fits(full, 0.5, _cost, 0, (0.3, 0.3)) == -1.0
 
 
 def test_polish_certifies_under_a_budget_too_small_for_its_full_band(monkeypatch):
@@ -457,9 +461,9 @@ def test_threshold_that_fits_expects_the_room_at_most_and_is_the_smallest_edge()
         p = np.minimum(1.0, h[:, 0] / t) if t > 0 else np.ones(50_000)
         return float((p * (lens * 12 + 40)).sum())
 
-    assert threshold_that_fits(hist, 12, 40, expected(0) + 1)[0] == 0.0
+    assert threshold_that_fits(hist, lambda r, n: n * 12.0 + r * 40.0, expected(0) + 1)[0] == 0.0
     for room in (0.5 * expected(0), 0.1 * expected(0)):
-        t = threshold_that_fits(hist, 12, 40, room)[0]
+        t = threshold_that_fits(hist, lambda r, n: n * 12.0 + r * 40.0, room)[0]
         assert t > 0 and expected(t) <= room * (1 + 1e-9)
         assert expected(t / 2) > room                     # the next edge down would not fit
         assert np.log2(t) == H_TOP - round(H_TOP - np.log2(t))
