@@ -28,6 +28,14 @@ def _load(name, n=None, n_features=None):
     return (X[:n], y[:n]) if n else (X, y)
 
 
+def _bundled_a9a(n=None):
+    """a9a as the package bundles it (the tests that use it run without ../shared)."""
+    from streamsvm.data import sample_path
+    X, y = sk.load_svmlight_file(str(sample_path("a9a")), n_features=123)
+    X = sp.csr_matrix(X)
+    return (X[:n], y[:n]) if n else (X, y)
+
+
 def _fit(X, y, chunk_rows=500, **kw):
     kw.setdefault("max_passes", 200)
     with warnings.catch_warnings():
@@ -417,7 +425,7 @@ def test_polish_certifies_under_a_budget_too_small_for_its_full_band(monkeypatch
     # (before) no polish ran and the smoothed duals certified 1e-3 after 44 passes; the band
     # sized from the last pass's histogram of |z| keeps the rows nearest the margin: 6
     from streamsvm.solvers import newton as nw
-    X, y = _load("a9a/a9a", n_features=123)
+    X, y = _bundled_a9a()
     model, res = _fit(X, y, chunk_rows=2000, loss="hinge", tol=1e-3, max_passes=60,
                       memory="6MB")
     bands = [h["polish_band"] for h in res.history]
@@ -471,7 +479,7 @@ def test_threshold_that_fits_expects_the_room_at_most_and_is_the_smallest_edge()
 
 def test_a_polish_works_within_its_budget_and_goes_on_from_its_duals(monkeypatch):
     from streamsvm.solvers import _newton_certificate as nc
-    X, y = _load("a9a/a9a", 4000, 123)
+    X, y = _bundled_a9a(4000)
     seen = []
 
     def polish(sl, rows, *args):
