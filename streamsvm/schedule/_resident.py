@@ -111,16 +111,6 @@ class ResidentRows:
         flight and the solver's fixed bytes)."""
         return self._ram_room()
 
-    def share_that_fits(self, wanted, besides=(0, 0), fraction: float = 1.0) -> float:
-        """The share (at most 1) of the rows ``wanted`` — ``(rows, their non-zeros)`` — that
-        fits ``fraction`` of the RAM room with the rows ``besides`` kept too: a solver that
-        samples its rows (newton's subsampled CG) keeps that share."""
-        def cost(size):
-            return float(size[1]) * self.row_bytes + float(size[0]) * self.extra_row_bytes
-        want = cost(wanted)
-        room = fraction * self._ram_room() - cost(besides)
-        return float(min(1.0, max(room, 0.0) / want)) if want > 0 else 1.0
-
     def ram_bytes(self, rows, nnz):
         """What ``rows`` rows with ``nnz`` entries in all (numbers or arrays) take in the RAM
         slab: a solver sizes what it keeps (newton's polish band, cg's sample) by it."""

@@ -11,10 +11,9 @@ marks for the resident rows; and the polish's marks and sums); :func:`square_hes
 turns the reduced sums into symmetric Hessians.
 
 
-Hessian-free (cg), the rows with curvature: When they do
-not all fit the RAM slab (70% of its room, besides the polish's rows), the pass keeps row
-``i`` with probability ``min(1, h_i/τ)``, drawn by row id, its curvature weighted
-``max(h_i, τ)`` (an unbiased Hessian estimate that keeps every row near the margin, the
+Hessian-free (cg): when the rows with curvature do not all fit the RAM slab (70% of its
+room, besides the polish's rows), the pass keeps row ``i`` with probability
+``min(1, h_i/τ)``, drawn by row id, its curvature weighted ``max(h_i, τ)`` (an unbiased Hessian estimate that keeps every row near the margin, the
 ones that weigh: a uniform share of all rows, before, left newton on the 3·10^6-row store
 at ``--memory 200MB`` uncertified after 200 passes), ``τ`` the smallest that the last
 pass's histogram of the curvatures expects to fit; with no rows at all (the first pass of
@@ -362,10 +361,10 @@ def band_that_fits(zhist, hband, cost, room, shares):
     in the RAM slab (the scheduler's ``ResidentRows.ram_bytes``)."""
     whole, share = shares
     below = zhist[:, ::-1].cumsum(axis=1)[:, ::-1].sum(axis=0)   # rows with |z| ≤ edge j
-    cost = cost(below[:, 0], below[:, 1])
-    if cost[0] <= whole * room:
+    need = cost(below[:, 0], below[:, 1])
+    if need[0] <= whole * room:
         return hband
-    fits = np.flatnonzero(cost <= share * room)
+    fits = np.flatnonzero(need <= share * room)
     return hband * 2.0 ** (-fits[0] / 2.0) if len(fits) else -1.0
 
 
