@@ -12,17 +12,18 @@ turns the reduced sums into symmetric Hessians.
 
 
 Hessian-free (cg): when the rows with curvature do not all fit the RAM slab (70% of its
-room, besides the polish's rows), the pass keeps row ``i`` with probability
-``min(1, h_i/τ)``, drawn by row id, its curvature weighted ``max(h_i, τ)`` (an unbiased Hessian estimate that keeps every row near the margin, the
-ones that weigh: a uniform share of all rows, before, left newton on the 3·10^6-row store
-at ``--memory 200MB`` uncertified after 200 passes), ``τ`` the smallest that the last
-pass's histogram of the curvatures expects to fit; with no rows at all (the first pass of
-a store too big for the room, or no room), the step is a Jacobi step ``−g / (1 + diag H)``
-that Armijo scales. The next smoothing level is not speculated in this mode (one level's
-rows only), but the first three trials are evaluated as with dense Hessians: a step
-accepted at ``s/2`` or ``s/4`` goes on with its exact gradient and the curvature rows of
-the first trial (an inexact Newton-CG Hessian; Armijo guards the step), which halves the
-passes per step (the 3·10^6-row store: 11 passes instead of 19).
+room, besides the polish's rows), the pass keeps row ``i`` with probability ``min(1,
+h_i/τ)``, drawn by row id, its curvature weighted ``max(h_i, τ)`` (an unbiased Hessian
+estimate that keeps every row near the margin, the ones that weigh: a uniform share of all
+rows, before, left newton on the 3·10^6-row store at ``--memory 200MB`` uncertified after
+200 passes), ``τ`` the smallest that the last pass's histogram of the curvatures expects to
+fit; with no rows at all (the first pass of a store too big for the room, or no room), the
+step is a Jacobi step ``−g / (1 + diag H)`` that Armijo scales. The next smoothing level is
+not speculated in this mode (one level's rows only), but the first three trials are
+evaluated as with dense Hessians: a step accepted at ``s/2`` or ``s/4`` goes on with its
+exact gradient and the curvature rows of the first trial (an inexact Newton-CG Hessian;
+Armijo guards the step), which halves the passes per step (the 3·10^6-row store: 11 passes
+instead of 19).
 """
 
 from __future__ import annotations
