@@ -433,7 +433,9 @@ def test_polish_certifies_under_a_budget_too_small_for_its_full_band(monkeypatch
     assert 0 < min(b for b in bands if b > 0) < 0.5 and res.history[-1]["polish_passes"] > 0
     ref, _, _ = liblinear_objective(X, y, 1.0, "hinge")
     ours = primal(X, y, model.coef[0], model.intercept[0], 1.0, "hinge")
-    assert ref * (1 - 1e-9) <= ours <= ref * (1 + 1e-3)
+    # above the certified dual bound, and within tol of LIBLINEAR's value (which stops short
+    # of the optimum by an amount that depends on its rand() state: not a lower bound)
+    assert res.history[-1]["dual"] * (1 - 1e-9) <= ours <= ref * (1 + 1e-3)
     monkeypatch.setattr(nw, "band_that_fits", lambda hist, band, *args: band)
     _, old = _fit(X, y, chunk_rows=2000, loss="hinge", tol=1e-3, max_passes=60, memory="6MB")
     assert old.passes >= 3 * res.passes and old.history[-1]["polish_passes"] == 0
