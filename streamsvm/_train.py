@@ -68,8 +68,9 @@ RUN_PARAMS = (
     Param("scheduler", "str", None, "train on a dask cluster: the address of its scheduler "
           "(tcp://host:8786); its workers read the store themselves (shared filesystem or "
           "S3, with --storage-option) and --memory is each worker's budget; alm, nesvm and "
-          "newton (dense Hessian) give the local weights bit for bit, dcd, avsf and ww run a "
-          "CoCoA+ loop to the same certified optimum"),
+          "newton (dense Hessian) give the local weights bit for bit, dcd and avsf run "
+          "rounds of dual CD with shrinking on every worker and an exact step on their "
+          "changes, ww a CoCoA+ loop, to the same certified optimum"),
 )
 
 
@@ -185,8 +186,9 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         with ``storage_options``) and keep the per-row state of their blocks; ``memory`` is
         each worker's budget. Solvers whose passes are all map/reduce (``alm``, ``nesvm``,
         ``newton`` with its dense Hessian) give the local run's weights bit for bit; the
-        dual coordinate-descent solvers (``dcd``, ``avsf``, ``ww``) run a CoCoA+ outer loop
-        to the same certified optimum; what cannot run there (``newton``'s Hessian-free path
+        dual coordinate-descent solvers run rounds of local dual CD on every worker to the
+        same certified optimum (``dcd``, ``avsf``: with shrinking and an exact step on the
+        workers' changes, ``solvers/_cocoa.py``; ``ww``: CoCoA+); what cannot run there (``newton``'s Hessian-free path
         and hinge polish) is refused before the first pass. A worker lost during a pass: the
         run resumes from its last snapshot on the workers left.
     **params

@@ -1,31 +1,88 @@
-"""Kernel of the CoCoA+ outer loop (``solvers/_cocoa.py``): one local dual coordinate
-descent epoch over a block's rows against the worker's copy of ``w``.
+"""Kernels of the distributed dual loop (``solvers/_cocoa.py``): each worker's dual
+coordinate descent epoch over its active rows against its copy of ``w``, and the settling
+of the client's last steps into its duals.
 
 Rows are augmented with the bias feature ``x̄_i = (x_i, B)``; ``W`` is (n_features + 1, k),
 the bias weight last. For model ``c`` (``y_ic = ±1``, cost ``C_ic``) the dual is
-``max_α Σ α − ½‖Σ α y x̄‖² − ½ Σ D_i α²`` with ``0 ≤ α ≤ U`` (hinge: ``U = C, D = 0``; squared
-hinge: ``U = ∞, D = 1/(2C)``). The local subproblem of CoCoA+ (Ma et al. 2015) with
-aggregation by adding and the safe ``σ' = K`` (the number of partitions) is solved by
-coordinate steps ``α_i ← clip(α_i − G/(σ'‖x̄_i‖² + D_i), 0, U)`` with ``G = y_i x̄_i·(w + σ' Δw)
-− 1 + D_i α_i``, ``Δw`` the partition's own change so far (``out_dW``, which carries over
-from block to block of the same worker). With ``K = 1`` this is plain dual CD (Hsieh et al.
-2008).
+``max_α D(α) = Σ α − ½‖Σ α y x̄‖² − ½ Σ D_i α²`` with ``0 ≤ α ≤ U`` (hinge: ``U = C, D = 0``;
+squared hinge: ``U = ∞, D = 1/(2C)``). Each worker's rows are a block of the dual's
+variables; the worker improves its block with the others held at the round's start, by
+coordinate steps ``α_i ← clip(α_i − G/(σ'‖x̄_i‖² + D_i), 0, U)`` with ``G = y_i x̄_i·(w +
+σ'Δw) − 1 + D_i α_i``, ``Δw`` the worker's own change so far (the local subproblem of CoCoA+,
+Ma et al. 2015; ``σ' = 1`` is the block's exact one, Lee & Roth 2015). With one worker and
+``σ' = 1`` this is plain dual CD (Hsieh et al. 2008). Rows are shrunk as LIBLINEAR shrinks
+them, with the thresholds of the previous round over all workers: a row at 0 whose ``G``
+exceeds the largest projected gradient, or at ``U`` whose ``G`` is below the smallest, is
+not visited again until a check re-activates it.
 
-Before a row's step its contribution to the certificate at the pass's start is added:
-``Σ C ξ^p`` at ``w`` (the primal's loss), ``Σ α`` and ``Σ D α²/2``.
+The client moves along the workers' combined changes by the steps that maximize the dual,
+which is quadratic in them (``solvers/_cocoa.py``, ``best_steps``). The changes come in two
+parts, each with its own step: the rows whose new ``α_i`` sits at a bound (0 or ``U``: their
+step is at most 1) and the rows whose new ``α_i`` is inside the box (their step may exceed 1
+while every such ``α`` stays in the box). Each row keeps its change (``dalpha``), and the
+next round starts by taking the steps (:func:`cocoa_settle`): ``α_i ← α_i − (1 − η) Δα_i``
+with ``η`` the step of the row's part (``α_i`` holds ``α_i + Δα_i`` after the epoch, so its
+part is known from it). The sums the client needs are taken during the epoch, per part:
+``Σ Δα``, ``Σ D α Δα``, ``Σ D Δα²``, the bound rows' ``Δw`` apart (``out_dWb``), and for
+the inside rows the largest step that keeps them in the box (``min_i`` of
+``(U − α_i)/Δα_i`` for ``Δα_i > 0``, ``α_i/(−Δα_i)`` for ``Δα_i < 0``).
+
+Certificate: :func:`cocoa_settle` sums ``Σ α`` and ``Σ D α²/2`` over every row (the dual at
+the round's start is exact); the epoch adds each visited pair's ``C ξ(m)`` at ``w`` before its
+step, and for the pairs it shrinks at ``U`` (hinge) ``C y x̄`` into ``out_dzu`` and ``C``: their
+loss ``C(1 − m)`` is linear in ``w`` while they stay shrunk (``_dcd_cert.py``'s estimate).
 """
 
 from __future__ import annotations
 
 from ._csr import row_axpy, row_dots2, row_sq_norm
+from ._dcd_cert import pair
 from ._jit import kernel
 
-__all__ = ["cocoa_rows"]
+__all__ = ["cocoa_rows", "cocoa_settle"]
 
 
 @kernel
-def cocoa_rows(X, unit, y, order, model, W, sigma, alpha, out_tmp, out_dW, out_s):
-    """One block (module doc).
+def cocoa_settle(y, alpha, dalpha, eta, prob, out_s):
+    """Take the client's last steps (module doc) and sum the duals' terms of every row.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_rows,)
+    alpha, dalpha : ndarray of shape (n_rows, k)
+        The duals (holding the last epoch's full changes) and those changes; on return
+        ``alpha`` is after the steps and ``dalpha`` zero.
+    eta : ndarray of shape (k, 2)
+        The steps of the bound rows' and of the inside rows' changes.
+    prob : Costs
+    out_s : ndarray of shape (k, 11)
+        ``[:, 2]`` and ``[:, 3]`` added to: ``Σ α`` and ``Σ D α²/2``.
+    """
+    squared = prob.squared
+    for i in range(alpha.shape[0]):
+        for c in range(alpha.shape[1]):
+            yi, Ci, U, D = pair(y, i, c, prob)
+            a = alpha[i, c]
+            da = dalpha[i, c]
+            if da != 0.0:
+                e = eta[c, 0] if (a == 0.0 or (not squared and a == U)) else eta[c, 1]
+                if e != 1.0:
+                    a -= (1.0 - e) * da
+                    if a < 0.0:
+                        a = 0.0
+                    elif a > U:
+                        a = U
+                    alpha[i, c] = a
+                dalpha[i, c] = 0.0
+            out_s[c, 2] += a
+            out_s[c, 3] += 0.5 * D * a * a
+
+
+@kernel
+def cocoa_rows(X, unit, y, order, prob, W, sigma, check, state, shrink, out_tmp, out_dW, out_dWb, out_dzu,
+               out_s, out_pg, out_room):
+    """One worker's epoch over its active (row, model) pairs in the order ``order``
+    (module doc), after :func:`cocoa_settle`.
 
     Parameters
     ----------
@@ -33,52 +90,120 @@ def cocoa_rows(X, unit, y, order, model, W, sigma, alpha, out_tmp, out_dW, out_s
     unit : bool
     y : ndarray of shape (n_rows,)
     order : ndarray of int64, the rows in visiting order
-    model : Costs
-        The problem's costs (:class:`~streamsvm.kernels.Costs`, ``(pos, Cp, Cn, squared, B)``).
+    prob : Costs
     W : ndarray of shape (n_features + 1, k)
-        ``w`` at the pass's start.
+        ``w`` at the round's start.
     sigma : float
-        ``σ'``.
-    alpha : ndarray of shape (n_rows, k)
-        The block's duals, updated in place.
+        The local subproblem's ``σ'`` (module doc).
+    check : bool
+        An exact check: every pair's loss at ``w`` is summed, and the shrunk pairs that
+        violate their bound's optimality condition are re-activated (and visited).
+    state : tuple (alpha, dalpha, active) of arrays of shape (n_rows, k)
+        Updated in place (``active``: 0 once shrunk).
+    shrink : tuple (hi, lo) of arrays of shape (k,)
+        The previous round's largest and smallest projected gradients (±inf: none shrunk).
     out_tmp : ndarray of shape (2, k)
-    out_dW : ndarray of shape (n_features + 1, k)
-        The partition's ``Δw`` (read and added to).
-    out_s : ndarray of shape (k, 3)
-        Added to: ``Σ C loss(w)``, ``Σ α``, ``Σ D α²/2`` (at the pass's start).
+    out_dW, out_dWb, out_dzu : ndarray of shape (n_features + 1, k)
+        Added to: the worker's ``Δw`` (read too: it carries over from block to block of the
+        same worker), its bound rows' share, and ``Σ C y x̄`` of the pairs shrunk at ``U``
+        (less those a check re-activates).
+    out_s : ndarray of shape (k, 11)
+        Added to: [0] ``Σ C ξ(m)`` at ``w`` of the visited pairs (of all pairs in a check),
+        [1] pairs visited,
+        [4:7] and [7:10] ``Σ Δα``, ``Σ D α Δα``, ``Σ D Δα²`` of the bound and inside rows,
+        [10] ``Σ C`` of the pairs shrunk at ``U`` (less those re-activated).
+    out_pg : ndarray of shape (k, 2)
+        Raised to the largest and lowered to the smallest projected gradient.
+    out_room : ndarray of shape (k,)
+        Lowered to the largest step that keeps the inside rows in the box.
     """
-    pos, Cp, Cn, squared, B = model
+    alpha, dalpha, active = state
+    hi, lo = shrink
+    squared, B = prob.squared, prob.B
     k = W.shape[1]
     d = W.shape[0] - 1
     m0 = out_tmp[0]
     md = out_tmp[1]
     for t in range(order.shape[0]):
         i = order[t]
+        live = check
+        for c in range(k):
+            if active[i, c] != 0:
+                live = True
+        if not live:
+            continue
         row_dots2(X, unit, i, W, out_dW, m0, md)
         q = row_sq_norm(X, unit, i, B * B)
         for c in range(k):
-            yc = 1.0 if y[i] == pos[c] else -1.0
-            C = Cp[c] if yc > 0 else Cn[c]
-            D = 0.5 / C if squared else 0.0
-            m = m0[c] + B * W[d, c]
-            xi = 1.0 - yc * m
-            if xi > 0.0:
-                out_s[c, 0] += C * (xi * xi if squared else xi)
-            a = alpha[i, c]
-            out_s[c, 1] += a
-            out_s[c, 2] += 0.5 * D * a * a
-            Q = sigma * q + D
-            if Q <= 0.0:
+            if active[i, c] == 0 and not check:
                 continue
-            G = yc * (m + sigma * (md[c] + B * out_dW[d, c])) - 1.0 + D * a
+            yi, Ci, U, D = pair(y, i, c, prob)
+            a = alpha[i, c]
+            m = yi * (m0[c] + B * W[d, c])
+            xi = 1.0 - m
+            if xi > 0.0:
+                out_s[c, 0] += Ci * (xi * xi if squared else xi)
+            G = yi * (m0[c] + B * W[d, c] + sigma * (md[c] + B * out_dW[d, c])) - 1.0 + D * a
+            if active[i, c] == 0:       # a check: re-activated if it violates its bound
+                if a == 0.0 and G < 0.0:
+                    active[i, c] = 1
+                elif a == U and G > 0.0:
+                    active[i, c] = 1
+                    row_axpy(X, unit, i, -Ci * yi, out_dzu, c)
+                    out_dzu[d, c] -= Ci * yi * B
+                    out_s[c, 10] -= Ci
+                else:
+                    continue
+            out_s[c, 1] += 1.0
+            PG = 0.0
+            if a == 0.0:
+                if G > hi[c]:
+                    active[i, c] = 0
+                    continue
+                if G < 0.0:
+                    PG = G
+            elif a == U:
+                if G < lo[c]:
+                    active[i, c] = 0
+                    row_axpy(X, unit, i, Ci * yi, out_dzu, c)
+                    out_dzu[d, c] += Ci * yi * B
+                    out_s[c, 10] += Ci
+                    continue
+                if G > 0.0:
+                    PG = G
+            else:
+                PG = G
+            if PG > out_pg[c, 0]:
+                out_pg[c, 0] = PG
+            if PG < out_pg[c, 1]:
+                out_pg[c, 1] = PG
+            Q = sigma * q + D
+            if PG == 0.0 or Q <= 0.0:
+                continue
             na = a - G / Q
-            if na < 0.0:
+            bound = False
+            if na <= 0.0:
                 na = 0.0
-            elif not squared and na > C:
-                na = C
+                bound = True
+            elif na >= U:
+                na = U
+                bound = True
             delta = na - a
-            if delta != 0.0:
-                alpha[i, c] = na
-                g = delta * yc
-                row_axpy(X, unit, i, g, out_dW, c)
-                out_dW[d, c] += g * B
+            if delta == 0.0:
+                continue
+            alpha[i, c] = na
+            dalpha[i, c] = delta
+            p = 4 if bound else 7
+            out_s[c, p] += delta
+            out_s[c, p + 1] += D * a * delta
+            out_s[c, p + 2] += D * delta * delta
+            g = delta * yi
+            row_axpy(X, unit, i, g, out_dW, c)
+            out_dW[d, c] += g * B
+            if bound:
+                row_axpy(X, unit, i, g, out_dWb, c)
+                out_dWb[d, c] += g * B
+            else:
+                room = -a / delta if delta < 0.0 else (U - a) / delta
+                if room < out_room[c]:
+                    out_room[c] = room

@@ -38,6 +38,7 @@ from ..exceptions import InvalidParameterError, WorkerLostError
 from ._backend import Backend
 from ._cache import BlockCache
 from ._reduce import GroupRuns
+from ._state import flagged_rows
 
 __all__ = ["DaskBackend", "connect"]
 
@@ -199,31 +200,36 @@ class DaskBackend(Backend):
 
     # -- passes ----------------------------------------------------------------------------
     def map_ids(self, kernel, ids, ranks, sweep: int, states, args, specs: dict,
-                fuse: bool = False):
+                fuse: bool = False, visits: str | None = None):
         """Run ``kernel`` on the blocks ``ids`` (visiting order, ``ranks`` their fold ranks)
         on their owners; returns, worker by worker in block order, ``(complete subtrees of
         run arrays, fused run arrays, {rank: per-block partials})``
-        (:meth:`PassScheduler.map_reduce`). ``fuse``: each worker hands the kernel its
-        blocks as one (their rows concatenated, state written back after)."""
+        (:meth:`PassScheduler.map_reduce`), and the rows visited. ``fuse``: each worker
+        hands the kernel its blocks as one (their rows concatenated, state written back
+        after). ``visits``: the state whose flagged rows are the visits of a block in a
+        worker's cache (:meth:`PassScheduler.map_reduce`)."""
         by_worker: dict = {}
         for position, (b, rank) in enumerate(zip(ids.tolist(), ranks.tolist())):
             by_worker.setdefault(int(self.owner[b]), []).append((b, rank, position))
         st = tuple((s.name,) + self.specs[s.name] for s in states)
+        vst = None if visits is None else (visits,) + self.specs[visits]
         futures = {w: self._submit(_worker_pass, w, self.key, self.store, self.layout,
-                                   self.memory, ids, visits, sweep, kernel, args, specs, st,
-                                   fuse)
-                   for w, visits in by_worker.items()}
+                                   self.memory, ids, mine, sweep, kernel, args, specs, st,
+                                   fuse, vst)
+                   for w, mine in by_worker.items()}
         results = self._gather(futures)
         order = sorted(results, key=lambda w: min(v[0] for v in by_worker[w]))
         parts = []
+        visited = 0
         for w in order:
             nodes, run, per_block, stats = results[w]
+            visited += stats["visits"]
             parts.append((nodes, run, per_block))
             self.store_reads += stats["store_reads"]
             self.cache_hits += stats["cache_hits"]
             self.bytes_read += stats["bytes_read"]
             self.kernel_seconds += stats["kernel_seconds"]
-        return parts
+        return parts, visited
 
     # -- blocks in this process: none --------------------------------------------------
     def iter_blocks(self, ids, source=None):
@@ -333,12 +339,19 @@ def _fused(blocks, views_of):
 
 
 def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args, specs,
-                 states, fuse=False):
+                 states, fuse=False, visit_state=None):
     """One worker's share of a pass (module doc): ``(complete subtrees of run arrays,
     fused run arrays, {rank: per-block accumulators}, counters)``; ``all_ids`` are the
-    whole pass's visits (which groups the tree waits for)."""
+    whole pass's visits (which groups the tree waits for); ``visit_state``: the spec of
+    the state whose flagged rows are a cached block's visits."""
     ctx = _context(key, store, layout, memory)
     be = ctx.backend
+
+    def rows_visited(blk) -> int:           # (after the block is read: cached or not)
+        if visit_state is None or blk.id not in be.cache:
+            return int(blk.n_rows)
+        return flagged_rows(_state_view(ctx, visit_state, blk))
+    n_visited = 0
     before = (be.store_reads, be.cache_hits, be.bytes_read)
     run_specs = {k: s for k, s in specs.items() if not s.per_block}
     runs = None if fuse else GroupRuns(run_specs, all_ids, layout.groups)
@@ -349,6 +362,7 @@ def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, arg
     if fuse:
         blocks = list(be.iter_blocks(ids))
         b0, rank0, pos0 = visits[0]
+        n_visited = sum(rows_visited(blk) for blk in blocks)
         one, views, per = _fused(blocks, lambda blk: tuple(_state_view(ctx, s, blk)
                                                            for s in states))
         one = dataclasses.replace(one, sweep=sweep, position=pos0, rank=rank0)
@@ -363,6 +377,7 @@ def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, arg
     else:
         for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
             block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
+            n_visited += rows_visited(block)
             views = tuple(_state_view(ctx, s, block) for s in states)
             acc = dict(runs.arrays(b))
             acc.update({k: s.new() for k, s in specs.items() if s.per_block})
@@ -372,7 +387,8 @@ def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, arg
             runs.done(b)
             per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
     stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
-             "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel}
+             "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel,
+             "visits": n_visited}
     return ({} if fuse else runs.nodes()), run, per_block, stats
 
 

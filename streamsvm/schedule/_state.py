@@ -41,7 +41,7 @@ import numpy as np
 from .._scratch import OWNER, format_bytes, private_dir, reserve_file, sweep_once
 from ..exceptions import InvalidParameterError
 
-__all__ = ["RowState", "ScratchDir"]
+__all__ = ["RowState", "ScratchDir", "flagged_rows"]
 
 logger = logging.getLogger(__name__)
 
@@ -355,3 +355,10 @@ class RemoteRowState(RowState):
 
     def _release(self) -> None:
         self._backend.drop_state(self.name)
+
+
+def flagged_rows(flags: np.ndarray) -> int:
+    """How many rows of ``flags`` (a block's view of a state, shape (n,) or (n, width)) have
+    a nonzero entry."""
+    f = np.asarray(flags)
+    return int(np.count_nonzero(f if f.ndim == 1 else f.any(axis=1)))

@@ -26,6 +26,7 @@ from ._heap import release_free_heap
 from ._orders import RESIDENT_STREAM, chunk_groups, mix64, sweep_order, visit_ranks
 from ._reduce import Folder
 from ._resident import ResidentRows
+from ._state import flagged_rows
 
 __all__ = ["Sweeps", "Group", "Reduced", "Swept"]
 
@@ -92,7 +93,8 @@ class Sweeps:
         return self._visit(ids, sweep, order)
 
     def map_reduce(self, kernel: Callable, *, acc: dict | None = None, args: tuple = (),
-                   states=(), order="sequential", active=None, rows=None, fuse: bool = False):
+                   states=(), order="sequential", active=None, rows=None, fuse: bool = False,
+                   visits=None):
         """One pass: ``kernel`` on every visited block, its contributions summed into
         accumulators the scheduler owns.
 
@@ -135,13 +137,21 @@ class Sweeps:
                                         f"callable. Got {kernel!r} instead.")
         v0 = self.rows_visited
         if self.remote:
-            res = self._map_reduce_remote(kernel, acc, args, states, order, active, rows, fuse)
+            res = self._map_reduce_remote(kernel, acc, args, states, order, active, rows, fuse,
+                                          visits)
         else:
-            res = self._map_reduce_local(kernel, acc, args, states, order, active, rows, fuse)
+            res = self._map_reduce_local(kernel, acc, args, states, order, active, rows, fuse,
+                                         visits)
         return Reduced(res, visits=self.rows_visited - v0)
 
-    def _map_reduce_local(self, kernel, acc, args, states, order, active, rows, fuse) -> dict:
+    def _map_reduce_local(self, kernel, acc, args, states, order, active, rows, fuse,
+                          visits=None) -> dict:
         ids, sweep = self._plan(order, active)
+        skipped = {}                # per block: the rows the kernel will skip
+        if visits is not None:
+            lay, flags = self._layout, visits.values
+            skipped = {b: int(lay.sizes[b]) - flagged_rows(flags[lay.start[b]:lay.stop[b]])
+                       for b in ids.tolist()}
         folder = Folder(acc, ids, self._layout.groups, fuse)
         states = tuple(states)
         collector = rows.collector() if rows is not None else None
@@ -166,10 +176,12 @@ class Sweeps:
             if rows is not None and not installed and collector is not None:
                 collector.abandon()
         self._pending_collect = (rows, collector) if rows is not None else None
+        cache = self._backend.cache                 # blocks kept in memory: only the visits
+        self.rows_visited -= sum(n for b, n in skipped.items() if b in cache)
         return folder.result()
 
     def _map_reduce_remote(self, kernel, acc, args, states, order, active, rows,
-                           fuse=False) -> dict:
+                           fuse=False, visits=None) -> dict:
         """:meth:`map_reduce` on the dask workers (``_dask.py``): the same kernel, the
         workers' complete subtrees of run arrays merged along the pairwise tree (fused:
         their run arrays added in block order), per-block partials by rank."""
@@ -183,8 +195,9 @@ class Sweeps:
         if fuse and any(s.per_block for s in folder.specs.values()):
             raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
         k0 = self._backend.kernel_seconds
-        parts = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
-                                      folder.specs, fuse)
+        parts, visited = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
+                                               folder.specs, fuse,
+                                               None if visits is None else visits.name)
         self.wait_seconds += time.perf_counter() - t0
         self.kernel_seconds += self._backend.kernel_seconds - k0     # (the workers' sum)
         for nodes, run, blocks in parts:
@@ -194,7 +207,7 @@ class Sweeps:
                 folder.add_nodes(nodes)
             for rank in sorted(blocks):
                 folder.fold_block(rank, blocks[rank])
-        self.rows_visited += int(self._layout.sizes[ids].sum())
+        self.rows_visited += visited
         self.blocks_visited += len(ids)
         self._pending_collect = None
         return folder.result()

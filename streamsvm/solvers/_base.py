@@ -328,7 +328,7 @@ class Solver(abc.ABC):
     def for_cluster(self, store) -> "Solver":
         """The solver that trains on a dask cluster in this one's place: itself when every
         pass it makes is a ``map_reduce`` (after :meth:`check_distributed`); the dual CD
-        solvers give their CoCoA+ loop (``_cocoa.py``)."""
+        solvers give their distributed loop (``_cocoa.py``, ``_ww_cocoa.py``)."""
         self.check_distributed(store)
         return self
 
@@ -389,7 +389,7 @@ class Solver(abc.ABC):
             raise CheckpointError(f"{self.name} checkpoint of version {meta.get('version')!r}; "
                                   f"this streamsvm reads version {self.state_version} "
                                   f"(dcd, avsf and ww keep other states on a dask cluster, "
-                                  f"their CoCoA+ loop, than on one machine: resume a run "
+                                  f"their distributed loop, than on one machine: resume a run "
                                   f"where it was started)")
         from ..exceptions import CheckpointError
         for n in self.state_arrays:

@@ -1,30 +1,54 @@
-"""The CoCoA+ outer loop: how the dual coordinate-descent solvers (``dcd``, ``avsf``) train on
-a dask cluster (Ma, Smith, Jaggi, Jordan, Richtárik, Takáč 2015, "Adding vs. averaging in
-distributed primal-dual optimization").
+"""The distributed dual loop: how the dual coordinate-descent solvers (``dcd``, ``avsf``)
+train on a dask cluster, in rounds of local dual CD with shrinking on every worker and an
+exact step along the workers' combined changes (after Lee & Roth, ICML 2015, "Distributed
+box-constrained quadratic optimization for dual linear SVM"; LIBLINEAR's shrinking per
+worker).
 
 Problem: ``dcd``'s (LIBLINEAR ``-s 3``/``-s 1``, the bias a regularized feature; its dual
-with ``w = Σ α y x̄``). Each worker is one partition (its blocks, ``K`` partitions); an outer
-iteration is one pass: every worker runs one epoch of dual coordinate descent over its rows
-(each block's rows in a seeded random order) on the local subproblem with the safe
-``σ' = K``, against ``w`` plus its own accumulated change ``Δw_k`` (a run accumulator of the
-scheduler); each worker's rows are mixed in one fresh random order per pass (``fuse``: in
-throw-away experiments on a9a, dual CD over fixed blocks visited in turn, rows kept in the
-same neighbourhood pass after pass, needed several times the passes; not a tool in tools/);
-then ``w ← w + Σ_k Δw_k``
-(aggregation by adding, γ = 1). The duals ``α`` are per-row state kept by the worker that
-owns the block (``kernels/_cocoa.py``).
+with ``w = Σ α y x̄``). Each worker owns its blocks' rows (one block of the dual's variables,
+``K`` partitions) and keeps their duals, their last changes and their shrinking flags as
+per-row state. A round (``kernels/_cocoa.py``):
 
-Certificate: the pass also sums, at its start, the primal's loss at ``w`` and the dual's
-``Σ α − Σ D α²/2`` (``w = Σ α y x̄`` holds exactly, so ``D(α) = Σ α − ½‖w‖² − Σ D α²/2``); the
-gap is that of the best point evaluated (the model returned; dual CD's primal oscillates)
-and the best dual, exact; the driver stops on ``tol`` as for every solver. Without
-``dcd``'s shrinking, plain dual CD needs many more passes on the hinge loss (BENCHMARKS.md,
-"dask").
+1. every worker takes the client's last steps into its duals and sums the dual's terms of
+   all its rows (exact; no row is read);
+2. every worker runs one epoch of dual CD over its *active* rows in one fresh random order,
+   against ``w`` plus its own change, on the local subproblem with ``σ' = (K + 1)/2``;
+   rows are shrunk as LIBLINEAR shrinks them, with the previous round's
+   projected-gradient thresholds over all workers;
+3. the client sums the changes and moves along them by the steps that maximize the dual (a
+   concave quadratic in the steps, over the box: :func:`best_steps`), one for the rows that
+   ended at a bound (at most 1) and one for those inside the box (up to the largest
+   feasible). The sums the steps need come with the round: O(1) extra communication.
 
-The iterates differ from the local ``dcd`` (no shrinking, partitions updated in parallel with
-steps damped by ``σ'``) but the optimum does not: the same problem, certified by the same
-gap. With one partition (the local backend) this is plain dual coordinate descent. ``avsf``'s
-adaptive selection frequencies are not used on a cluster: it runs this loop too.
+``σ'``: 1 is the block's exact subproblem (Lee & Roth), ``K`` CoCoA+'s safe bound (Ma et al.
+2015; this loop until 2026-11, with steps of 1 and no shrinking: 4–15× the passes of one
+worker). On a9a, hinge, C = 1, with the exact step and shrinking, 2 workers needed 89
+passes at σ' = 1, 65 at 1.5 and 84 at 2; 4 workers 193 at σ' = 2 and 163 at 2.5 (measured
+with this module's first version, before checks kept the shrunk rows; not a tool in
+tools/). The step does the rest: it may exceed 1 where the workers' changes do not overlap.
+
+Passes: a worker's blocks stay in its block cache while they fit (its ``memory``); a round
+then counts only the rows it visits, as the local ``dcd``'s RAM slab does
+(``map_reduce(visits=...)``); blocks read from the store count all their rows.
+
+Certificate: the dual at each round's start is exact. The primal is exact in a *check*, a
+round that sums the loss of every row at ``w`` (one pass): the first round, a round after
+which every row is active again (*unshrink*: LIBLINEAR's projected-gradient spread below
+``ε`` — 0.1, divided by 10 each time it fires too early — or no row left active), and a
+round asked for by the estimated gap, which re-activates only the shrunk rows that violate
+their bound (as ``dcd``'s exact check). Between checks the primal is estimated as ``dcd``'s
+is: the visited rows' losses at ``w``, 0 for rows shrunk at 0, and for rows shrunk at ``C``
+their loss ``Σ C − w·zu``, linear in ``w`` (``zu`` summed as they are shrunk). The estimate
+asks for a check when it is at most ``tol``, no sooner than half a pass of visits after the
+last check (doubled after each miss, up to 4×). The gap reported is that of the best primal
+point evaluated exactly (the model returned) and the best dual; the driver stops on an exact
+gap ≤ ``tol``.
+
+The iterates differ from the local ``dcd`` (partitions updated in parallel) but the optimum
+does not: the same problem, certified by the same gap. With one partition (the local
+backend, or one worker) ``σ' = 1``: plain dual CD with shrinking and an exact step along
+each epoch's change. ``avsf``'s adaptive selection frequencies are not used on a cluster: it
+runs this loop too.
 """
 
 from __future__ import annotations
@@ -33,28 +57,29 @@ import logging
 
 import numpy as np
 
-from ..kernels._cocoa import cocoa_rows
+from ..kernels._cocoa import cocoa_rows, cocoa_settle
 from ..problem import Problem
 from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Solver, rel_gap)
 
-__all__ = ["CocoaDual"]
+__all__ = ["CocoaDual", "best_steps"]
 
 log = logging.getLogger(__name__)
 
 
 class CocoaDual(Solver):
-    """CoCoA+ for ``dcd``'s problem (module doc); created by ``dcd``/``avsf`` for a cluster,
-    under their name."""
+    """The distributed dual loop for ``dcd``'s problem (module doc); created by
+    ``dcd``/``avsf`` for a cluster, under their name."""
 
     params = (C_PARAM, SVC_LOSS_PARAM, BIAS_PARAM, *COMMON_PARAMS, CLASS_WEIGHT_PARAM)
     not_distributed = None
-    state_version = 1
-    history_extras = ("partitions",)
+    state_version = 3
+    history_extras = ("partitions", "step")
 
-    def __init__(self, name: str, **params):
+    def __init__(self, name: str, *, shrinking: bool = True, **params):
         self.name = name
+        self.shrinking = bool(shrinking)
         super().__init__(**params)
 
     def problem(self, store) -> Problem:
@@ -65,19 +90,33 @@ class CocoaDual(Solver):
         store = sched.store
         k = self.k = 1 if store.task == "binary" else len(store.classes)
         D1 = sched.n_features + 1
-        sched.check_budget(self.name, {"the model and its change": Need((D1, k), count=3)})
+        sched.check_budget(self.name, {"the model, its changes and the shrunk rows' sums":
+                                       Need((D1, k), count=6)})
         self.model = self.kernel_costs(store)
         self.unit = store.binary_values
         self.alpha = sched.state(f"{self.name}.cocoa.alpha", np.float64, width=k)
+        self.dalpha = sched.state(f"{self.name}.cocoa.dalpha", np.float64, width=k)
+        self.active = sched.state(f"{self.name}.cocoa.active", np.uint8, width=k, fill=1)
         self.W = np.zeros((D1, k))
         self.Wcert = np.zeros((D1, k))
+        self.zu = np.zeros((D1, k))         # Σ C y x̄ of the pairs shrunk at C
+        self.zs = np.zeros(k)               # Σ C of those pairs
+        self.eta = np.ones((k, 2))          # the steps along the last round's changes
+        self.thresholds = np.empty((2, k))  # the last round's largest and smallest PG
+        self.thresholds[0], self.thresholds[1] = np.inf, -np.inf
         self.primal = np.full(k, np.inf)
         self.dual = np.full(k, -np.inf)
         self.gap = np.full(k, np.inf)
         self.epochs = 0
+        self.visits = 0                     # pairs visited (what the rounds report)
+        self.next = "unshrink"              # the next round: "round", "check" or "unshrink"
+        self.eps_pg = 0.1                   # LIBLINEAR's default dual stopping tolerance
+        self.check_due, self.check_misses = 0, 0
+        self.cause = [False, False]         # what asked for the next full round: gap, PG
 
-    state_arrays = ("W", "Wcert", "primal", "dual", "gap")
-    state_values = ("epochs",)
+    state_arrays = ("W", "Wcert", "zu", "zs", "eta", "thresholds", "primal", "dual", "gap")
+    state_values = ("epochs", "visits", "next", "eps_pg", "check_due", "check_misses",
+                    "cause")
 
     @property
     def n_iter(self) -> int:
@@ -86,41 +125,159 @@ class CocoaDual(Solver):
     def coef(self):
         return self.Wcert[:-1].T.copy(), self.Wcert[-1] * self.bias
 
+    @staticmethod
+    def sigma(K: int) -> float:
+        """The local subproblem's ``σ'`` on ``K`` partitions: ``(K + 1)/2``, halfway between
+        the block's exact subproblem (1) and CoCoA+'s safe bound (``K``), module doc."""
+        return (K + 1) / 2
+
     def step(self, sched) -> dict:
-        K = sched.partitions
-        res = sched.map_reduce(_cocoa_block, states=(self.alpha,), order="random", fuse=True,
-                               args=(self.W, float(K), self.model, self.unit, sched.seed,
-                                     self.epochs),
-                               acc={"dW": Accumulator(self.W.shape),
-                                    "s": Accumulator((self.k, 3))})
+        return self._round(sched, take=True)
+
+    def final_check(self, sched) -> dict:
+        """An exact certificate of the newest weights: a check whose changes are not
+        taken."""
+        if self.next == "round":
+            self.next = "check"
+            self.cause = [False, False]
+        return self._round(sched, take=False)
+
+    def _round(self, sched, take: bool) -> dict:
+        K, k = sched.partitions, self.k
+        full = self.next != "round"         # every pair's loss summed: an exact primal
+        if self.next == "unshrink":         # every row active again, nothing shrunk
+            self.active.fill(1)
+            self.zu[:] = 0.0
+            self.zs[:] = 0.0
+            self.thresholds[0], self.thresholds[1] = np.inf, -np.inf
+        res = sched.map_reduce(
+            _cocoa_block, states=(self.alpha, self.dalpha, self.active), order="random",
+            fuse=True, visits=None if full else self.active,
+            args=(self.W, self.sigma(K), full, self.eta, self.thresholds, self.model,
+                  self.unit, sched.seed, self.epochs),
+            acc={"dW": Accumulator(self.W.shape), "dWb": Accumulator(self.W.shape),
+                 "dzu": Accumulator(self.W.shape), "s": Accumulator((k, 11)),
+                 "pgmax": Accumulator((k,), op="max"), "pgmin": Accumulator((k,), op="min"),
+                 "room": Accumulator((k,), op="min")})
         s = res["s"]
+        self.epochs += 1
+        self.visits += int(s[:, 1].sum())
         reg = 0.5 * np.einsum("dk,dk->k", self.W, self.W)
         if not self.bias:
             reg -= 0.5 * self.W[-1] ** 2
-        P = reg + s[:, 0]
-        better = P < self.primal
-        self.primal[better] = P[better]                 # the best point evaluated so far
-        self.Wcert[:, better] = self.W[:, better]
-        self.dual[:] = np.fmax(self.dual, s[:, 1] - reg - s[:, 2])
-        self.gap[:] = rel_gap(self.primal, self.dual)
-        self.epochs += 1
-        entry = {"kind": "cocoa", "primal": float(self.primal.sum()),
-                 "dual": float(self.dual.sum()), "gap": float(self.gap.max()), "exact": True,
-                 "active": sched.n_rows, "partitions": float(K)}
-        if self.gap.max() > self.tol:
-            self.W += res["dW"]             # aggregation by adding (γ = 1)
-        return entry
+        dual = s[:, 2] - reg - s[:, 3]                  # exact at the round's start
+        self.dual[:] = np.fmax(self.dual, dual)
+        if full:                                        # every row's loss: exact
+            P = reg + s[:, 0]
+            better = P < self.primal
+            self.primal[better] = P[better]             # the best point evaluated so far
+            self.Wcert[:, better] = self.W[:, better]
+            self.gap[:] = rel_gap(self.primal, self.dual)
+            estimate = self.gap
+        else:                   # shrunk at 0: no loss; shrunk at C: linear in w (module doc)
+            P = reg + s[:, 0] + self.zs - np.einsum("dk,dk->k", self.W, self.zu)
+            estimate = rel_gap(np.fmin(P, self.primal), self.dual)
+        self.zu += res["dzu"]
+        self.zs += s[:, 10]
+        self._next_round(full, estimate, res["pgmax"], res["pgmin"], int(s[:, 1].sum()),
+                         sched.n_rows)
+        done = full and self.gap.max() <= self.tol
+        if take and not done:
+            dWb = res["dWb"]
+            dWi = res["dW"] - dWb
+            self.eta[:] = best_steps(self.W, (dWb, dWi), s[:, 4:10], res["room"])
+            self.W += self.eta[:, 0] * dWb + self.eta[:, 1] * dWi
+        else:                                   # stopping here: the changes are not taken
+            self.eta[:] = 0.0
+        return {"kind": "check" if full else "cocoa",
+                "primal": float((self.primal if full else P).sum()),
+                "dual": float(self.dual.sum()),
+                "gap": float(self.gap.max() if full else estimate.max()), "exact": full,
+                "active": int(s[:, 1].sum()), "partitions": float(K),
+                "step": float(self.eta[:, 1].min())}
 
-    def final_check(self, sched) -> dict:
-        return {"kind": "check", "primal": float(self.primal.sum()),
-                "dual": float(self.dual.sum()), "gap": float(self.gap.max()), "exact": True,
-                "active": sched.n_rows, "partitions": float(sched.partitions)}
+    def _next_round(self, full, estimate, pgmax, pgmin, visited, n_rows) -> None:
+        """Whether the next round is full (module doc), and the shrinking thresholds."""
+        if full:
+            by_gap, by_pg = self.cause
+            if self.gap.max() > self.tol:
+                if by_pg:           # LIBLINEAR's test fired too early: tighten it
+                    self.eps_pg = max(self.eps_pg * 0.1, 1e-12)
+                if by_gap:          # the estimate was optimistic: space the checks wider
+                    self.check_misses = min(self.check_misses + 1, 2)
+            self.check_due = self.visits + (n_rows // 2) * 2 ** self.check_misses
+        if self.shrinking:
+            self.thresholds[0] = np.where(pgmax > 0, pgmax, np.inf)
+            self.thresholds[1] = np.where(pgmin < 0, pgmin, -np.inf)
+        by_gap = bool(estimate.max() <= self.tol and self.visits >= self.check_due)
+        by_pg = bool(np.max(pgmax - pgmin) <= self.eps_pg)
+        self.next = "unshrink" if by_pg or visited == 0 else "check" if by_gap else "round"
+        self.cause = [by_gap, by_pg]
 
 
 def _cocoa_block(block, views, args, acc) -> None:
-    """One block of a CoCoA+ pass (``map_reduce`` kernel): :func:`cocoa_rows` over the
-    block's rows in a random order seeded by (seed, epoch, block)."""
-    W, sigma, model, unit, seed, epoch = args
+    """One worker's round (``map_reduce`` kernel, its blocks fused into one):
+    :func:`cocoa_settle`, then :func:`cocoa_rows` over the rows in a random order seeded by
+    (seed, epoch, block)."""
+    W, sigma, check, eta, thresholds, model, unit, seed, epoch = args
+    alpha, dalpha, active = views
+    cocoa_settle(block.y, alpha, dalpha, eta, model, acc["s"])
     order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
+    pg = np.empty((W.shape[1], 2))
+    pg[:, 0], pg[:, 1] = -np.inf, np.inf
     cocoa_rows((block.indptr, block.indices, block.data), unit, block.y, order, model, W,
-               sigma, views[0], np.empty((2, W.shape[1])), acc["dW"], acc["s"])
+               sigma, check, (alpha, dalpha, active), (thresholds[0], thresholds[1]),
+               np.empty((2, W.shape[1])), acc["dW"], acc["dWb"], acc["dzu"], acc["s"], pg,
+               acc["room"])
+    np.maximum(acc["pgmax"], pg[:, 0], out=acc["pgmax"])
+    np.minimum(acc["pgmin"], pg[:, 1], out=acc["pgmin"])
+
+
+_MAX_STEP = 1e6         # the inside rows' step when none of them limits it
+
+
+def best_steps(W, parts, sums, room) -> np.ndarray:
+    """Per model, the steps ``(η_b, η_i)`` along the bound rows' and the inside rows'
+    changes (``parts``: their ``Δw``; ``sums``: ``[Σ Δα, Σ D α Δα, Σ D Δα²]`` of each, side
+    by side) that maximize the dual, a concave quadratic in them, over ``[0, 1] × [0, room]``
+    (``room``: the largest step that keeps the inside rows in their box, ≥ 1 since each
+    worker's own change is feasible). With ``g_p = Σ Δα_p − w·Δw_p − Σ D α Δα_p`` and
+    ``H = [Δw_p·Δw_q] + diag(Σ D Δα_p²)`` the maximum of ``gᵀη − ½ ηᵀHη`` over the box is
+    the best of the interior stationary point (when inside) and each edge's optimum; ``η =
+    (1, 1)``, the workers' own changes, is a candidate, so the dual never gains less."""
+    dWb, dWi = parts
+    out = np.ones((W.shape[1], 2))
+    for c in range(W.shape[1]):
+        g = np.array([sums[c, 0] - W[:, c] @ dWb[:, c] - sums[c, 1],
+                      sums[c, 3] - W[:, c] @ dWi[:, c] - sums[c, 4]])
+        cross = dWb[:, c] @ dWi[:, c]
+        H = np.array([[dWb[:, c] @ dWb[:, c] + sums[c, 2], cross],
+                      [cross, dWi[:, c] @ dWi[:, c] + sums[c, 5]]])
+        hi = np.array([1.0, min(max(float(room[c]), 1.0), _MAX_STEP)])
+        out[c] = _box_qp(g, H, hi)
+    return out
+
+
+def _box_qp(g, H, hi) -> np.ndarray:
+    """``argmax gᵀη − ½ ηᵀHη`` over ``0 ≤ η ≤ hi`` (2 variables, ``H`` positive
+    semi-definite): the best of the corners, the interior stationary point and each edge's
+    own optimum."""
+    cands = [np.ones(2), np.zeros(2), hi.copy(), np.array([hi[0], 0.0]),
+             np.array([0.0, hi[1]])]
+    det = H[0, 0] * H[1, 1] - H[0, 1] * H[1, 0]
+    if det > 1e-12 * H[0, 0] * H[1, 1] and det > 0:
+        cands.append(np.linalg.solve(H, g))
+    for j in range(2):                  # η_j at a bound, the other at its own optimum
+        o = 1 - j
+        if H[o, o] > 0:
+            for v in (0.0, hi[j]):
+                e = np.empty(2)
+                e[j], e[o] = v, (g[o] - H[o, j] * v) / H[o, o]
+                cands.append(e)
+    best, best_v = np.ones(2), -np.inf
+    for e in cands:
+        e = np.clip(e, 0.0, hi)
+        v = g @ e - 0.5 * e @ H @ e
+        if v > best_v:
+            best, best_v = e, v
+    return best

@@ -111,11 +111,12 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
                        layout="binary" if store.task == "binary" else "ovr")
 
     def for_cluster(self, store):
-        """On a dask cluster: the CoCoA+ outer loop on the same problem (``_cocoa.py``); the
-        adaptive selection frequencies are not used there."""
+        """On a dask cluster: the distributed dual loop on the same problem (``_cocoa.py``);
+        the adaptive selection frequencies are not used there."""
         from ._cocoa import CocoaDual
-        logger.warning("avsf on a dask cluster: the CoCoA+ outer loop of dual coordinate "
-                       "descent, without the adaptive selection frequencies")
+        logger.warning("avsf on a dask cluster: the distributed loop of dual coordinate "
+                       "descent with shrinking (dcd's), without the adaptive selection "
+                       "frequencies")
         return CocoaDual(self.name, C=self.C, loss=self.loss, bias=self.bias, tol=self.tol,
                          max_passes=self.max_passes, class_weight=self.class_weight)
 

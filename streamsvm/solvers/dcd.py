@@ -82,10 +82,12 @@ class DCDSolver(Solver):
                        layout="binary" if store.task == "binary" else "ovr")
 
     def for_cluster(self, store):
-        """On a dask cluster: the CoCoA+ outer loop on the same problem (``_cocoa.py``)."""
+        """On a dask cluster: the distributed dual loop on the same problem (``_cocoa.py``:
+        local dual CD with shrinking on every worker, an exact step on their changes)."""
         from ._cocoa import CocoaDual
         return CocoaDual(self.name, C=self.C, loss=self.loss, bias=self.bias, tol=self.tol,
-                         max_passes=self.max_passes, class_weight=self.class_weight)
+                         max_passes=self.max_passes, class_weight=self.class_weight,
+                         shrinking=self.shrinking)
 
     # -- setup -------------------------------------------------------------------------
     def start(self, sched) -> None:
