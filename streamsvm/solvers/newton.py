@@ -181,9 +181,9 @@ class NewtonSolver(NewtonSteps, Solver):
                 f"{self.hessian!r}, {store.n_features} features): its rows with curvature are "
                 f"kept in the training process; use alm or nesvm there")
         if self.loss == "hinge" and self.polish and not self.free_bias:
-            raise InvalidParameterError("newton (hinge) cannot train on a dask cluster with "
-                                        "polish=True (the polish solves a dual over rows kept "
-                                        "in the training process); pass polish=False")
+            raise InvalidParameterError(
+                "newton (hinge) cannot train on a dask cluster with its polish (a dual over rows "
+                "kept in the training process): give --no-polish (polish=False) or use dcd")
 
     def check_store(self, store) -> None:
         if self.free_bias and not self.bias:

@@ -299,8 +299,8 @@ def test_dcd_checkpoint_and_resume_on_the_cluster(cluster, a9a_store, tmp_path):
     the solver's state): the resumed run ends where the uninterrupted one does."""
     store = a9a_store[0]
     check_kill_and_resume(lambda **kw: _fit(store, solver="dcd", loss="hinge", tol=1e-3,
-                                            max_passes=300, scheduler=cluster, **kw),
-                          tmp_path, stops=(7, 40))
+                                            max_passes=40, scheduler=cluster, **kw),
+                          tmp_path, stops=(3, 30))
 
 
 @pytest.fixture(scope="module")
