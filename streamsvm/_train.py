@@ -37,7 +37,9 @@ RUN_PARAMS = (
     Param("memory", "size", "1GB", "RAM budget for per-row state, resident rows, blocks in "
           "flight and cached blocks (e.g. 2GB, 512MiB); the process peaks near the runtime "
           "floor (about 190 MB) plus this. It decides what stays in RAM, so it steers the "
-          "solver's path: --resume refuses a budget other than the checkpoint's (naming it)"),
+          "solver's path: --resume refuses a budget other than the checkpoint's (naming it). "
+          "Per process: with --scheduler, each dask worker's budget for the blocks it "
+          "caches (the rows it keeps for shrinking) and its per-row state"),
     Param("seed", "int", 0, "seed of every random order (the same seed gives the same "
           "model)", low=0),
     Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL); "

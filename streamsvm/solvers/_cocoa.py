@@ -12,20 +12,24 @@ per-row state. A round (``kernels/_cocoa.py``):
 1. every worker takes the client's last steps into its duals and sums the dual's terms of
    all its rows (exact; no row is read);
 2. every worker runs one epoch of dual CD over its *active* rows in one fresh random order,
-   against ``w`` plus its own change, on the local subproblem with ``σ' = (K + 1)/2``;
-   rows are shrunk as LIBLINEAR shrinks them, with the previous round's
-   projected-gradient thresholds over all workers;
+   against ``w`` plus its own change, on CoCoA+'s local subproblem with ``σ'`` (below);
+   rows are shrunk as LIBLINEAR shrinks them, with the previous round's projected-gradient
+   thresholds over all workers;
 3. the client sums the changes and moves along them by the steps that maximize the dual (a
    concave quadratic in the steps, over the box: :func:`best_steps`), one for the rows that
    ended at a bound (at most 1) and one for those inside the box (up to the largest
    feasible). The sums the steps need come with the round: O(1) extra communication.
 
-``σ'``: 1 is the block's exact subproblem (Lee & Roth), ``K`` CoCoA+'s safe bound (Ma et al.
-2015; this loop until 2026-11, with steps of 1 and no shrinking: 4–15× the passes of one
-worker). On a9a, hinge, C = 1, with the exact step and shrinking, 2 workers needed 89
-passes at σ' = 1, 65 at 1.5 and 84 at 2; 4 workers 193 at σ' = 2 and 163 at 2.5 (measured
-with this module's first version, before checks kept the shrunk rows; not a tool in
-tools/). The step does the rest: it may exceed 1 where the workers' changes do not overlap.
+``σ'`` weighs a worker's own change in its subproblem: 1 is the block's exact subproblem
+(Lee & Roth), ``K`` CoCoA+'s safe bound (Ma et al. 2015; this loop until 2026-11, with steps
+of 1 and no shrinking: 18× the local passes on a9a with 2 workers, BENCHMARKS.md). Here it
+follows the measured overlap of the workers' changes, ``‖Σ_k Δw_k‖² / Σ_k ‖Δw_k‖²`` (1 when
+orthogonal, ``K`` when equal; each worker adds its own ``‖Δw_k‖²``), averaged over the rounds,
+starting at ``(K + 1)/2``; the step corrects what ``σ'`` misjudges. Measured on two and four
+workers (hinge, C = 1, tol 1e-3; passes): a9a 78 and 131 with ``σ' = (K + 1)/2`` fixed, 73
+and 144 with the overlap; mushrooms (9 chunks) 141 and 237 fixed, 102 and 184 with the
+overlap, 106 with ``σ' = 1`` on two workers (the fixed values by editing ``_sigma``, not a
+tool in tools/; the loop as it is: BENCHMARKS.md, "dask, to a certified gap").
 
 Passes: a worker's blocks stay in its block cache while they fit (its ``memory``); a round
 then counts only the rows it visits, as the local ``dcd``'s RAM slab does
@@ -102,6 +106,7 @@ class CocoaDual(Solver):
         self.zu = np.zeros((D1, k))         # Σ C y x̄ of the pairs shrunk at C
         self.zs = np.zeros(k)               # Σ C of those pairs
         self.eta = np.ones((k, 2))          # the steps along the last round's changes
+        self.sigma = np.zeros(1)            # the local subproblem's σ' (0: not yet measured)
         self.thresholds = np.empty((2, k))  # the last round's largest and smallest PG
         self.thresholds[0], self.thresholds[1] = np.inf, -np.inf
         self.primal = np.full(k, np.inf)
@@ -114,7 +119,8 @@ class CocoaDual(Solver):
         self.check_due, self.check_misses = 0, 0
         self.cause = [False, False]         # what asked for the next full round: gap, PG
 
-    state_arrays = ("W", "Wcert", "zu", "zs", "eta", "thresholds", "primal", "dual", "gap")
+    state_arrays = ("W", "Wcert", "zu", "zs", "eta", "sigma", "thresholds", "primal", "dual",
+                    "gap")
     state_values = ("epochs", "visits", "next", "eps_pg", "check_due", "check_misses",
                     "cause")
 
@@ -124,12 +130,6 @@ class CocoaDual(Solver):
 
     def coef(self):
         return self.Wcert[:-1].T.copy(), self.Wcert[-1] * self.bias
-
-    @staticmethod
-    def sigma(K: int) -> float:
-        """The local subproblem's ``σ'`` on ``K`` partitions: ``(K + 1)/2``, halfway between
-        the block's exact subproblem (1) and CoCoA+'s safe bound (``K``), module doc."""
-        return (K + 1) / 2
 
     def step(self, sched) -> dict:
         return self._round(sched, take=True)
@@ -153,12 +153,12 @@ class CocoaDual(Solver):
         res = sched.map_reduce(
             _cocoa_block, states=(self.alpha, self.dalpha, self.active), order="random",
             fuse=True, visits=None if full else self.active,
-            args=(self.W, self.sigma(K), full, self.eta, self.thresholds, self.model,
-                  self.unit, sched.seed, self.epochs),
+            args=(self.W, self._sigma(K), full, self.eta, self.thresholds, self.model,
+                  self.unit, sched.seed, self.epochs, K > 1),
             acc={"dW": Accumulator(self.W.shape), "dWb": Accumulator(self.W.shape),
                  "dzu": Accumulator(self.W.shape), "s": Accumulator((k, 11)),
                  "pgmax": Accumulator((k,), op="max"), "pgmin": Accumulator((k,), op="min"),
-                 "room": Accumulator((k,), op="min")})
+                 "room": Accumulator((k,), op="min"), "own": Accumulator((k,))})
         s = res["s"]
         self.epochs += 1
         self.visits += int(s[:, 1].sum())
@@ -187,6 +187,7 @@ class CocoaDual(Solver):
             dWi = res["dW"] - dWb
             self.eta[:] = best_steps(self.W, (dWb, dWi), s[:, 4:10], res["room"])
             self.W += self.eta[:, 0] * dWb + self.eta[:, 1] * dWi
+            self._overlap(K, res)
         else:                                   # stopping here: the changes are not taken
             self.eta[:] = 0.0
         return {"kind": "check" if full else "cocoa",
@@ -195,6 +196,23 @@ class CocoaDual(Solver):
                 "gap": float(self.gap.max() if full else estimate.max()), "exact": full,
                 "active": int(s[:, 1].sum()), "partitions": float(K),
                 "step": float(self.eta[:, 1].min())}
+
+    def _sigma(self, K) -> float:
+        """The local subproblem's ``σ'`` on ``K`` partitions (:meth:`_overlap`)."""
+        if K == 1:
+            return 1.0
+        return float(min(self.sigma[0], K)) if self.sigma[0] > 0 else (K + 1) / 2
+
+    def _overlap(self, K, res) -> None:
+        """``σ'`` for the next round: the workers' changes' overlap ``‖Σ_k Δw_k‖² /
+        Σ_k ‖Δw_k‖²`` (1 when they are orthogonal, ``K`` when they are the same), averaged
+        over the rounds (weight 0.3 for the newest), within [1, K]; ``(K + 1)/2`` at first
+        (module doc)."""
+        own = float(res["own"].sum())
+        if K > 1 and own > 0:
+            ratio = float(np.einsum("dk,dk->", res["dW"], res["dW"])) / own
+            prev = self._sigma(K)
+            self.sigma[0] = float(np.clip(0.7 * prev + 0.3 * ratio, 1.0, K))
 
     def _next_round(self, full, estimate, pgmax, pgmin, visited, n_rows) -> None:
         """Whether the next round is full (module doc), and the shrinking thresholds."""
@@ -218,8 +236,9 @@ class CocoaDual(Solver):
 def _cocoa_block(block, views, args, acc) -> None:
     """One worker's round (``map_reduce`` kernel, its blocks fused into one):
     :func:`cocoa_settle`, then :func:`cocoa_rows` over the rows in a random order seeded by
-    (seed, epoch, block)."""
-    W, sigma, check, eta, thresholds, model, unit, seed, epoch = args
+    (seed, epoch, block); with ``measure`` (several partitions, so each call is one
+    worker's) it adds its own ``‖Δw_k‖²`` for ``σ'``."""
+    W, sigma, check, eta, thresholds, model, unit, seed, epoch, measure = args
     alpha, dalpha, active = views
     cocoa_settle(block.y, alpha, dalpha, eta, model, acc["s"])
     order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
@@ -229,6 +248,8 @@ def _cocoa_block(block, views, args, acc) -> None:
                sigma, check, (alpha, dalpha, active), (thresholds[0], thresholds[1]),
                np.empty((2, W.shape[1])), acc["dW"], acc["dWb"], acc["dzu"], acc["s"], pg,
                acc["room"])
+    if measure:
+        acc["own"] += np.einsum("dk,dk->k", acc["dW"], acc["dW"])
     np.maximum(acc["pgmax"], pg[:, 0], out=acc["pgmax"])
     np.minimum(acc["pgmin"], pg[:, 1], out=acc["pgmin"])
 
