@@ -98,6 +98,11 @@ class CocoaDual(Solver):
                                        Need((D1, k), count=6)})
         self.model = self.kernel_costs(store)
         self.unit = store.binary_values
+        if self.loss == "squared_hinge" and sched.partitions > 1:
+            log.warning("%s with the squared hinge on %d dask workers needs several times the "
+                        "passes of one machine (a9a: 6.6x on 2 workers; BENCHMARKS.md); newton "
+                        "trains the squared hinge there in a few passes, bit for bit as locally",
+                        self.name, sched.partitions)
         self.alpha = sched.state(f"{self.name}.cocoa.alpha", np.float64, width=k)
         self.dalpha = sched.state(f"{self.name}.cocoa.dalpha", np.float64, width=k)
         self.active = sched.state(f"{self.name}.cocoa.active", np.uint8, width=k, fill=1)
