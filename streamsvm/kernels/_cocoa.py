@@ -35,6 +35,8 @@ loss ``C(1 − m)`` is linear in ``w`` while they stay shrunk (``_dcd_cert.py``'
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._csr import row_axpy, row_dots2, row_sq_norm
 from ._dcd_cert import pair
 from ._jit import kernel
@@ -79,8 +81,8 @@ def cocoa_settle(y, alpha, dalpha, eta, prob, out_s):
 
 
 @kernel
-def cocoa_rows(X, unit, y, order, prob, W, sigma, check, state, shrink, out_tmp, out_dW, out_dWb, out_dzu,
-               out_s, out_pg, out_room):
+def cocoa_rows(X, unit, y, order, prob, W, sigma, check, state, shrink, out_tmp, out_dW,
+               out_dWb, out_dzu, out_s, out_pg, out_room):
     """One worker's epoch over its active (row, model) pairs in the order ``order``
     (module doc), after :func:`cocoa_settle`.
 
@@ -117,93 +119,120 @@ def cocoa_rows(X, unit, y, order, prob, W, sigma, check, state, shrink, out_tmp,
     out_room : ndarray of shape (k,)
         Lowered to the largest step that keeps the inside rows in the box.
     """
-    alpha, dalpha, active = state
-    hi, lo = shrink
-    squared, B = prob.squared, prob.B
-    k = W.shape[1]
-    d = W.shape[0] - 1
+    active = state[2]
     m0 = out_tmp[0]
     md = out_tmp[1]
+    outs = (out_dW, out_dWb, out_dzu, out_s, out_pg, out_room)
     for t in range(order.shape[0]):
         i = order[t]
         live = check
-        for c in range(k):
-            if active[i, c] != 0:
-                live = True
+        for c in range(W.shape[1]):
+            live = live or active[i, c] != 0
         if not live:
             continue
         row_dots2(X, unit, i, W, out_dW, m0, md)
-        q = row_sq_norm(X, unit, i, B * B)
-        for c in range(k):
-            if active[i, c] == 0 and not check:
-                continue
-            yi, Ci, U, D = pair(y, i, c, prob)
-            a = alpha[i, c]
-            m = yi * (m0[c] + B * W[d, c])
-            xi = 1.0 - m
-            if xi > 0.0:
-                out_s[c, 0] += Ci * (xi * xi if squared else xi)
-            G = yi * (m0[c] + B * W[d, c] + sigma * (md[c] + B * out_dW[d, c])) - 1.0 + D * a
-            if active[i, c] == 0:       # a check: re-activated if it violates its bound
-                if a == 0.0 and G < 0.0:
-                    active[i, c] = 1
-                elif a == U and G > 0.0:
-                    active[i, c] = 1
-                    row_axpy(X, unit, i, -Ci * yi, out_dzu, c)
-                    out_dzu[d, c] -= Ci * yi * B
-                    out_s[c, 10] -= Ci
-                else:
-                    continue
-            out_s[c, 1] += 1.0
-            PG = 0.0
-            if a == 0.0:
-                if G > hi[c]:
-                    active[i, c] = 0
-                    continue
-                if G < 0.0:
-                    PG = G
-            elif a == U:
-                if G < lo[c]:
-                    active[i, c] = 0
-                    row_axpy(X, unit, i, Ci * yi, out_dzu, c)
-                    out_dzu[d, c] += Ci * yi * B
-                    out_s[c, 10] += Ci
-                    continue
-                if G > 0.0:
-                    PG = G
-            else:
-                PG = G
-            if PG > out_pg[c, 0]:
-                out_pg[c, 0] = PG
-            if PG < out_pg[c, 1]:
-                out_pg[c, 1] = PG
-            Q = sigma * q + D
-            if PG == 0.0 or Q <= 0.0:
-                continue
-            na = a - G / Q
-            bound = False
-            if na <= 0.0:
-                na = 0.0
-                bound = True
-            elif na >= U:
-                na = U
-                bound = True
-            delta = na - a
-            if delta == 0.0:
-                continue
-            alpha[i, c] = na
-            dalpha[i, c] = delta
-            p = 4 if bound else 7
-            out_s[c, p] += delta
-            out_s[c, p + 1] += D * a * delta
-            out_s[c, p + 2] += D * delta * delta
-            g = delta * yi
-            row_axpy(X, unit, i, g, out_dW, c)
-            out_dW[d, c] += g * B
-            if bound:
-                row_axpy(X, unit, i, g, out_dWb, c)
-                out_dWb[d, c] += g * B
-            else:
-                room = -a / delta if delta < 0.0 else (U - a) / delta
-                if room < out_room[c]:
-                    out_room[c] = room
+        q = row_sq_norm(X, unit, i, prob.B * prob.B)
+        for c in range(W.shape[1]):
+            if active[i, c] != 0 or check:
+                _visit_pair(X, unit, i, c, y, prob, W, sigma, q, (m0[c], md[c]), state,
+                            shrink, outs)
+
+
+@kernel
+def _visit_pair(X, unit, i, c, y, prob, W, sigma, q, margins, state, shrink, outs):
+    """Row ``i`` under model ``c`` (:func:`cocoa_rows`; ``margins``: ``x_i·w_c`` and
+    ``x_i·Δw_c`` without the bias): its loss at ``w`` summed; a shrunk pair re-activated
+    when it violates its bound (a check) or left; an active pair shrunk, or stepped."""
+    alpha, dalpha, active = state
+    out_dW, out_s, out_pg = outs[0], outs[3], outs[4]
+    yi, Ci, U, D = pair(y, i, c, prob)
+    d, B = W.shape[0] - 1, prob.B
+    a = alpha[i, c]
+    xi = 1.0 - yi * (margins[0] + B * W[d, c])
+    if xi > 0.0:
+        out_s[c, 0] += Ci * (xi * xi if prob.squared else xi)
+    G = yi * (margins[0] + B * W[d, c] + sigma * (margins[1] + B * out_dW[d, c])) - 1.0 + \
+        D * a
+    if active[i, c] == 0 and not _reactivated(X, unit, i, c, yi, Ci, U, B, a, G, active,
+                                              outs):
+        return
+    out_s[c, 1] += 1.0
+    PG = _projected_gradient(X, unit, i, c, yi, Ci, U, B, a, G, shrink, active, outs)
+    if PG != PG:                            # (NaN) shrunk
+        return
+    out_pg[c, 0] = max(out_pg[c, 0], PG)
+    out_pg[c, 1] = min(out_pg[c, 1], PG)
+    Q = sigma * q + D
+    if PG != 0.0 and Q > 0.0:
+        _step(X, unit, i, c, yi, (U, D, B), a, a - G / Q, alpha, dalpha, outs)
+
+
+@kernel
+def _reactivated(X, unit, i, c, yi, Ci, U, B, a, G, active, outs):
+    """A check's test of a shrunk pair: re-activated (and its ``C y x̄`` taken out of ``zu``
+    when it sat at ``U``) when ``G`` violates its bound's optimality condition."""
+    if a == 0.0 and G < 0.0:
+        active[i, c] = 1
+        return True
+    if a == U and G > 0.0:
+        active[i, c] = 1
+        _shrunk_at_upper(X, unit, i, c, -Ci * yi, -Ci, B, outs)
+        return True
+    return False
+
+
+@kernel
+def _projected_gradient(X, unit, i, c, yi, Ci, U, B, a, G, shrink, active, outs):
+    """LIBLINEAR's projected gradient of an active pair, or NaN when it is shrunk now (at
+    0 with ``G`` above the previous largest PG, at ``U`` with ``G`` below the smallest)."""
+    if a == 0.0:
+        if G > shrink[0][c]:
+            active[i, c] = 0
+            return np.nan
+        return min(G, 0.0)
+    if a == U:
+        if G < shrink[1][c]:
+            active[i, c] = 0
+            _shrunk_at_upper(X, unit, i, c, Ci * yi, Ci, B, outs)
+            return np.nan
+        return max(G, 0.0)
+    return G
+
+
+@kernel
+def _shrunk_at_upper(X, unit, i, c, g, Cs, B, outs):
+    """``zu += g·x̄_i`` and ``Σ C += Cs`` for pair ``(i, c)`` shrunk at ``U`` (negated when a
+    check re-activates it)."""
+    _axpy_bias(X, unit, i, c, g, B, outs[2])
+    outs[3][c, 10] += Cs
+
+
+@kernel
+def _axpy_bias(X, unit, i, c, g, B, out):
+    """``out[:, c] += g·x̄_i`` (the bias feature's ``B`` in the last row)."""
+    row_axpy(X, unit, i, g, out, c)
+    out[out.shape[0] - 1, c] += g * B
+
+
+@kernel
+def _step(X, unit, i, c, yi, UDB, a, na, alpha, dalpha, outs):
+    """``α_ic ← clip(na, 0, U)``: its change into ``Δw`` (and the bound rows' share when it
+    ends at a bound) and the sums of its part; an inside pair's room lowers ``out_room``."""
+    U, D, B = UDB
+    out_dW, out_dWb, out_s, out_room = outs[0], outs[1], outs[3], outs[5]
+    bound = na <= 0.0 or na >= U
+    na = min(max(na, 0.0), U)
+    delta = na - a
+    if delta == 0.0:
+        return
+    alpha[i, c] = na
+    dalpha[i, c] = delta
+    p = 4 if bound else 7
+    out_s[c, p] += delta
+    out_s[c, p + 1] += D * a * delta
+    out_s[c, p + 2] += D * delta * delta
+    _axpy_bias(X, unit, i, c, delta * yi, B, out_dW)
+    if bound:
+        _axpy_bias(X, unit, i, c, delta * yi, B, out_dWb)
+    else:
+        out_room[c] = min(out_room[c], -a / delta if delta < 0.0 else (U - a) / delta)
