@@ -7,6 +7,7 @@ during a pass does not change the result; and the CLI against real ``dask schedu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -122,43 +123,10 @@ def test_checkpoint_and_resume_on_the_cluster(cluster, a9a_store, tmp_path):
                                             scheduler=cluster, **kw), tmp_path, stops=(4,))
 
 
-def test_a_worker_killed_during_a_pass(a9a_store, caplog):
-    """A worker process killed while the run is going: the pass fails, the run resumes from
-    its last snapshot on the worker(s) left, says so, and ends with the right model."""
-    store = a9a_store[0]
-    ref, ref_res = _fit(store, solver="alm", loss="hinge", max_passes=200)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None, worker_dashboard_address=None)
-    client = distributed.Client(cl)
-    try:
-        pids = client.run(os.getpid)
-        victim = max(pids.values())
-        state = {"n": 0}
-
-        def kill_soon(entry):            # after iteration 15: kill while the next pass runs
-            state["n"] += 1
-            if state["n"] == 15:
-                threading.Timer(0.01, os.kill, (victim, signal.SIGKILL)).start()
-        with caplog.at_level("WARNING", logger="streamsvm.solvers._driver"):
-            model, res = _fit(store, solver="alm", loss="hinge", max_passes=200,
-                              scheduler=client, callback=kill_soon)
-        assert any("left during a pass" in r.message for r in caplog.records)
-        assert res.converged == ref_res.converged and res.passes == ref_res.passes
-        assert res.primal == ref_res.primal              # bit for bit, on one worker too
-        np.testing.assert_array_equal(model.coef, ref.coef)
-    finally:
-        client.close()
-        cl.close()
-
-
-def test_dcd_with_a_worker_killed_still_certifies(a9a_store, caplog):
-    """dcd's distributed loop when a worker dies mid-run: the run resumes from its last
-    snapshot (the workers’ α, changes and flags in it) on the workers left and ends at the
-    same certified optimum."""
-    store = a9a_store[0]
-    _, ref = _fit(store, solver="dcd", loss="hinge", tol=1e-5, max_passes=2000)
+@contextlib.contextmanager
+def _cluster_losing_a_worker(after: int):
+    """A LocalCluster of 2 worker processes and a driver callback that kills one of them
+    (SIGKILL) while the pass after iteration ``after`` runs: ``(client, callback)``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -170,17 +138,42 @@ def test_dcd_with_a_worker_killed_still_certifies(a9a_store, caplog):
 
         def kill_soon(entry):
             state["n"] += 1
-            if state["n"] == 30:
+            if state["n"] == after:
                 threading.Timer(0.01, os.kill, (victim, signal.SIGKILL)).start()
-        with caplog.at_level("WARNING", logger="streamsvm.solvers._driver"):
-            _, res = _fit(store, solver="dcd", loss="hinge", tol=1e-3, max_passes=2000,
-                          scheduler=client, callback=kill_soon)
-        assert any("left during a pass" in r.message for r in caplog.records)
-        assert res.converged and res.history[-1]["exact"] and res.stop_value <= 1e-3
-        assert ref.primal <= res.primal <= ref.primal * (1 + 1e-3)
+        yield client, kill_soon
     finally:
         client.close()
         cl.close()
+
+
+def test_a_worker_killed_during_a_pass(a9a_store, caplog):
+    """A worker process killed while the run is going: the pass fails, the run resumes from
+    its last snapshot on the worker(s) left, says so, and ends with the right model."""
+    store = a9a_store[0]
+    ref, ref_res = _fit(store, solver="alm", loss="hinge", max_passes=200)
+    with _cluster_losing_a_worker(15) as (client, kill_soon), \
+            caplog.at_level("WARNING", logger="streamsvm.solvers._driver"):
+        model, res = _fit(store, solver="alm", loss="hinge", max_passes=200,
+                          scheduler=client, callback=kill_soon)
+    assert any("left during a pass" in r.message for r in caplog.records)
+    assert res.converged == ref_res.converged and res.passes == ref_res.passes
+    assert res.primal == ref_res.primal              # bit for bit, on one worker too
+    np.testing.assert_array_equal(model.coef, ref.coef)
+
+
+def test_dcd_with_a_worker_killed_still_certifies(a9a_store, caplog):
+    """dcd's distributed loop when a worker dies mid-run: the run resumes from its last
+    snapshot (the workers’ α, changes and flags in it) on the workers left and ends at the
+    same certified optimum."""
+    store = a9a_store[0]
+    _, ref = _fit(store, solver="dcd", loss="hinge", tol=1e-5, max_passes=2000)
+    with _cluster_losing_a_worker(30) as (client, kill_soon), \
+            caplog.at_level("WARNING", logger="streamsvm.solvers._driver"):
+        _, res = _fit(store, solver="dcd", loss="hinge", tol=1e-3, max_passes=2000,
+                      scheduler=client, callback=kill_soon)
+    assert any("left during a pass" in r.message for r in caplog.records)
+    assert res.converged and res.history[-1]["exact"] and res.stop_value <= 1e-3
+    assert ref.primal <= res.primal <= ref.primal * (1 + 1e-3)
 
 
 def test_s3_store_read_by_the_workers(cluster, s3):
