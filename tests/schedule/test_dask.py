@@ -305,6 +305,17 @@ def dna_store(tmp_path_factory):
     return write_store(path, X, y, chunk_rows=64), X, y
 
 
+def test_dcd_one_vs_rest_on_the_cluster(cluster, dna_store):
+    """Three one-vs-rest models in one distributed loop (a row's pairs shrunk one by one;
+    the steps per model): the local optimum, certified."""
+    store = dna_store[0]
+    _, rl = _fit(store, solver="dcd", loss="hinge", C=0.1, tol=1e-5, max_passes=2000)
+    model, rr = _fit(store, solver="dcd", loss="hinge", C=0.1, tol=1e-3, max_passes=2000,
+                     scheduler=cluster)
+    assert rr.converged and rr.history[-1]["exact"] and model.coef.shape == (3, 180)
+    assert rl.primal <= rr.primal * (1 + 1e-9) and rr.primal <= rl.primal * (1 + 1e-3)
+
+
 def test_ww_trains_by_cocoa_to_the_same_optimum(cluster, dna_store, a9a_store):
     """ww on a cluster: the CoCoA+ loop over its β-form dual (σ' = K, Walrus per row), the
     same joint multiclass problem certified by the same exact gap; the returned model's
