@@ -1,29 +1,41 @@
-"""Shared fixtures: the real datasets in ../shared/datasets (skipped cleanly when absent), a
-real S3 server on 127.0.0.1, and small tmpfs mounts for the disk-full tests."""
+"""Shared fixtures: the real datasets the tests use (committed, xz-compressed, under
+tests/data/), a real S3 server on 127.0.0.1, and small tmpfs mounts for the disk-full tests."""
 
 from __future__ import annotations
 
+import atexit
+import lzma
 import os
 import pathlib
+import shutil
+import tempfile
 
 import pytest
 
-SHARED = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+_unpacked: dict[str, pathlib.Path] = {}
 
 
 def shared_dataset(relpath: str) -> pathlib.Path:
-    """Path of a file under ../shared/datasets, or skip the test when it is not there."""
-    path = SHARED / relpath
-    if not path.exists():
-        pytest.skip(f"shared dataset {relpath} not available at {SHARED}")
-    return path
-
-
-@pytest.fixture
-def datasets_dir() -> pathlib.Path:
-    if not SHARED.exists():
-        pytest.skip(f"shared datasets not available at {SHARED}")
-    return SHARED
+    """Path of a real LIBSVM data set the tests use (``"a9a/a9a"``, ``"usps/usps.t"``, …):
+    the whole file as published, committed xz-compressed under ``tests/data/`` and
+    unpacked once per test session into a read-only temporary file, so the suite runs
+    the same in any clone (``../shared/datasets`` is for benchmarks only)."""
+    if relpath not in _unpacked:
+        packed = DATA / (relpath + ".xz")
+        if not packed.is_file():
+            raise FileNotFoundError(f"{packed}: no such test data set (add it under tests/data/)")
+        if not _unpacked:
+            root = tempfile.mkdtemp(prefix="streamsvm-testdata-")
+            atexit.register(shutil.rmtree, root, True)
+            _unpacked[""] = pathlib.Path(root)
+        path = _unpacked[""] / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with lzma.open(packed) as src, open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        path.chmod(0o444)
+        _unpacked[relpath] = path
+    return _unpacked[relpath]
 
 
 # -- S3 through a real moto_server on 127.0.0.1 ----------------------------------------
