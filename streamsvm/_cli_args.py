@@ -11,6 +11,10 @@ import textwrap
 
 from .exceptions import InvalidParameterError
 
+QUIET_HELP = ("no progress display (on stderr: a bar on a terminal; redirected to a file or "
+              "a pipe, a plain line every 10 s and a summary line); messages and results "
+              "are still printed")
+
 __all__ = ["storage_options", "add_storage", "add_train", "add_param", "class_weight",
            "solver_args", "path_outputs"]
 
@@ -65,7 +69,7 @@ def add_train(sub) -> None:
                      help="model file format (liblinear: LIBLINEAR's text model)")
     run.add_argument("--json", action="store_true", help="print a JSON summary at the end, "
                                                            "the whole history included")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     add_storage(run)
     group = t.add_argument_group("solver parameters (the solvers taking each one in brackets; "
                                  "unset: the solver's default)")

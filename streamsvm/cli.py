@@ -9,7 +9,8 @@ import os
 import select
 import sys
 
-from ._cli_args import add_storage, add_train, path_outputs, solver_args, storage_options
+from ._cli_args import (QUIET_HELP, add_storage, add_train, path_outputs, solver_args,
+                        storage_options)
 from .exceptions import InvalidParameterError, StreamSVMError
 
 __all__ = ["main", "build_parser"]
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "none is the largest and needs no decoding: fewer bytes pay where the "
                         "disk, not the CPU, bounds a pass. Training results do not depend on "
                         "it")
-    c.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    c.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     add_storage(c)
 
     i = sub.add_parser("info", help="describe a store",
@@ -115,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "stops at the first damaged one.")
     v.add_argument("store", help="store path or URL")
     v.add_argument("--json", action="store_true", help="print one JSON object")
-    v.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    v.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     add_storage(v)
 
     add_train(sub)
@@ -173,9 +174,9 @@ def _cmd_convert(args) -> int:
                     shuffle_memory=parse_size(args.shuffle_memory, "--shuffle-memory"),
                     progress_bytes=max(1, parse_size(args.resume_every, "--resume-every")),
                     progress=not args.quiet, compression=compression)
-    if not args.quiet:
-        print(f"wrote {store.url}: {store.n_rows:,} rows, {store.n_features:,} features, "
-              f"{store.nnz:,} non-zeros, {store.n_chunks} chunks, task {store.task}")
+    # -q removes the progress display only: the result is always said
+    print(f"wrote {store.url}: {store.n_rows:,} rows, {store.n_features:,} features, "
+          f"{store.nnz:,} non-zeros, {store.n_chunks} chunks, task {store.task}")
     return 0
 
 
@@ -316,7 +317,7 @@ def _cmd_train(args) -> int:
     said = sys.stderr if STDOUT in outputs.values() else sys.stdout
     if args.json:
         print(json.dumps(summary), file=said)
-    elif not args.quiet:
+    else:                       # -q removes the progress display only
         names = ("standard output" if o == STDOUT else o for o in outputs.values())
         print(f"wrote {', '.join(names)}: {result.n_iter} iterations, {result.passes:.2f} passes, "
               f"primal {result.primal:.6f}, dual {result.dual:.6f}, relative gap "

@@ -339,9 +339,9 @@ def _shuffled(blocks, files, writer, sink, seed, index_dtype, dtype, budget, scr
 def _progress_bar(enabled, total, initial):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, initial=initial or 0, unit="B", unit_scale=True, unit_divisor=1024,
-                desc="convert", dynamic_ncols=True, smoothing=0.1)
+    from .._progress import progress_bar
+    return progress_bar(total=total, initial=initial or 0, unit="B", unit_scale=True,
+                        unit_divisor=1024, desc="convert", smoothing=0.1)
 
 
 class _Progress:
@@ -367,9 +367,9 @@ class _Progress:
         """Count ``nbytes`` of text read and the ``rows`` parsed from them."""
         self.rows += rows
         self._new += rows
-        if self.bar is not None:
-            self.bar.update(nbytes)
+        if self.bar is not None:        # the status first: a plain line is written by update
             self._show(f"{self.rows:,} rows", refresh=False)
+            self.bar.update(nbytes)
 
     def start_gather(self) -> None:
         """Shuffle: all rows are in the buckets; count them again as they are written."""

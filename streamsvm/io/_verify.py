@@ -125,8 +125,8 @@ def _check_chunks(store, arrays: dict, rep: _Report, progress: bool) -> int:
     """Read every chunk of every array once; return the decoded bytes read."""
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=store.n_chunks, unit="chunk", desc="verify", dynamic_ncols=True)
+        from .._progress import progress_bar
+        bar = progress_bar(total=store.n_chunks, unit="chunk", desc="verify")
     counts = np.zeros(len(store.meta["classes"]), dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(store.meta["chunk_nnz"])]).astype(np.int64)
     max_index = np.full(1, -1, dtype=np.int64)

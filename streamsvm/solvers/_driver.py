@@ -354,14 +354,15 @@ def _history_from_arrays(arrays: dict, kinds: list, extras=()) -> list:
 # -- progress ------------------------------------------------------------------------------
 
 class _Bar:
-    """A tqdm bar over the passes, with the certificate, objectives and throughput."""
+    """Progress over the passes, with the certificate, objectives and throughput: a bar on
+    a terminal, plain lines elsewhere (``_progress.py``)."""
 
     def __init__(self, solver, sched):
-        from tqdm.auto import tqdm
+        from .._progress import progress_bar
         self.sched, self.max = sched, float(solver.max_passes)
-        self.bar = tqdm(total=self.max, unit="pass", desc=solver.name, dynamic_ncols=True,
-                        bar_format="{desc}: {n:.2f}/{total:g} passes [{elapsed}<{remaining}] "
-                                   "{postfix}")
+        self.bar = progress_bar(total=self.max, unit="pass", desc=solver.name, cap=True,
+                                bar_format="{desc}: {n:.2f}/{total:g} passes "
+                                           "[{elapsed}<{remaining}] {postfix}")
         self.last = (time.perf_counter(), sched.passes, sched.mb_read)
 
     def update(self, entry: dict) -> None:
