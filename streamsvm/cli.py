@@ -6,8 +6,10 @@ import argparse
 import json
 import logging
 import os
+import re
 import select
 import sys
+import warnings
 
 from ._cli_args import (QUIET_HELP, add_storage, add_train, path_outputs, solver_args,
                         storage_options)
@@ -393,6 +395,8 @@ def main(argv=None) -> int:
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
     term = _sigterm_interrupts()
+    formatted = warnings.formatwarning
+    warnings.formatwarning = _warning_line(args.command)
     try:
         # log lines through tqdm.write: on their own lines above a progress bar, not glued to it
         with logging_redirect_tqdm(tqdm_class=tqdm):
@@ -420,7 +424,18 @@ def main(argv=None) -> int:
         print(f"streamsvm {args.command}: error: {why}", file=sys.stderr)
         return 2
     finally:
+        warnings.formatwarning = formatted
         term()
+
+
+def _warning_line(command: str):
+    """Python warnings as the CLI says them: one line, ``streamsvm COMMAND: warning: …``,
+    with the options named as flags (``max_passes`` → ``--max-passes``), no source line."""
+    def line(message, category, filename, lineno, line=None):
+        text = re.sub(r"\b(max_passes|tol)\b", lambda m: "--" + m[1].replace("_", "-"),
+                      str(message))
+        return f"streamsvm {command}: warning: {text}\n"
+    return line
 
 
 def _environment_error(exc: Exception) -> str | None:

@@ -80,7 +80,7 @@ def test_train_and_convert_write_plain_lines_to_a_redirected_stderr(dna_svm, tmp
                  "--loss", "hinge", "--no-slab", "--max-passes", "4"]) == 0
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert "\r" not in err and len(lines) >= 3
+    assert "\r" not in err and len(lines) >= 2          # at least one line, and the summary
     assert all(line.startswith("dcd: ") for line in lines)
     assert "pass (at most 4) [" in lines[0] and "gap" in lines[0]
     assert lines[-1].startswith("dcd: finished, ")
@@ -95,3 +95,22 @@ def test_quiet_removes_the_progress_but_not_the_result(dna_svm, tmp_path, capsys
     assert main(["train", str(store), "-o", str(tmp_path / "m.json"), "-q"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith(f"wrote {tmp_path / 'm.json'}: ") and err == ""
+
+
+def test_a_warning_is_one_line_naming_the_flags(dna_svm, tmp_path):
+    """Run as a user runs it (a process: pytest records warnings in-process)."""
+    import subprocess
+    import sys
+    store = tmp_path / "dna.zarr"
+    assert main(["convert", str(dna_svm), str(store), "-q"]) == 0
+    run = subprocess.run([sys.executable, "-m", "streamsvm", "train", str(store), "-o",
+                          str(tmp_path / "m.json"), "--no-slab", "--max-passes", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    warning = [line for line in run.stderr.splitlines() if "warning" in line]
+    assert warning == [
+        line for line in warning if line.startswith("streamsvm train: warning: dcd reached "
+                                                    "--max-passes=2 after 3.0 passes (the last "
+                                                    "an exact check of the newest weights)")]
+    assert len(warning) == 1 and "increase --max-passes or --tol." in warning[0]
+    assert "cli.py" not in run.stderr and "model, result" not in run.stderr

@@ -129,7 +129,7 @@ def test_train_predict_evaluate(a9a_store, tmp_path, capsys):
     assert m.task == "binary"
 
 
-@pytest.mark.filterwarnings("ignore:dcd stopped after")
+@pytest.mark.filterwarnings("ignore:dcd reached max_passes")
 def test_small_budget_uses_the_scratch_dir_and_cleans_it(a9a_store, tmp_path, capsys,
                                                          monkeypatch):
     """--memory too small for the RAM slab: the active rows go to a disk slab under

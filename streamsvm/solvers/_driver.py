@@ -100,6 +100,7 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
         _restore(solver, sched, r, *state)
     t0 = time.perf_counter() - r.seconds0
     bar = _Bar(solver, sched) if progress else None
+    checked = ""                          # said in the ConvergenceWarning
     remote = sched.remote
     snapshot = _snapshot(solver, sched, r, t0) if remote else None
     try:
@@ -111,6 +112,7 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
                     # an estimate, or an exact certificate of an older iterate than the newest
                     if not r.history[-1]["exact"] or solver.stale:
                         _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
+                        checked = " (the last an exact check of the newest weights)"
                 if remote and not r.done and len(r.history) % _SNAPSHOT_EVERY == 0:
                     snapshot = _snapshot(solver, sched, r, t0)
             except WorkerLostError as exc:
@@ -138,10 +140,10 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
     coef, intercept = solver.coef()
     n_iter = solver.n_iter if solver.n_iter >= 0 else len(r.history)
     if not r.converged:
-        warnings.warn(f"{solver.name} stopped after {sched.passes:.1f} passes (max_passes="
-                      f"{solver.max_passes:g}) with {solver.certificate} {last['gap']:.3g} > "
-                      f"tol={solver.tol:g}; increase max_passes or tol.", ConvergenceWarning,
-                      stacklevel=3)
+        warnings.warn(f"{solver.name} reached max_passes={solver.max_passes:g} after "
+                      f"{sched.passes:.1f} passes{checked} with {solver.certificate} "
+                      f"{last['gap']:.3g} > tol={solver.tol:g}; increase max_passes or tol.",
+                      ConvergenceWarning, stacklevel=3)
     return SolveResult(coef, intercept, n_iter, sched.passes, r.converged, float(last["gap"]),
                        float(last["primal"]), float(last["dual"]), list(r.history))
 
@@ -380,5 +382,8 @@ class _Bar:
         self.bar.update(min(entry["passes"], self.max) - self.bar.n)
 
     def close(self) -> None:
-        self.bar.n = min(self.sched.passes, self.max)
+        from .._progress import LogLines
+        # a bar stops at its end; a summary line says every pass (a final check goes past)
+        cap = np.inf if isinstance(self.bar, LogLines) else self.max
+        self.bar.n = min(self.sched.passes, cap)
         self.bar.close()
