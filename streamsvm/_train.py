@@ -274,6 +274,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     # the history's deterministic columns: a run killed and resumed writes the same model
     # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)
     summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
+                   store=None if isinstance(store, InMemoryStore) else store.url,
                    history=[{k: h[k] for k in MODEL_HISTORY_KEYS} for h in result.history])
     Cs = slv.Cs
     if len(Cs) > 1:          # a path of C values: one model per C (rows of the result)

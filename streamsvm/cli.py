@@ -100,11 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     add_storage(c)
 
-    i = sub.add_parser("info", help="describe a store",
-                       description="Rows, features, non-zeros, density, chunks, labels, bytes "
-                                   "on disk, compression ratio, compression (convert "
-                                   "--compression) and source of a store.")
-    i.add_argument("store", help="store path or URL")
+    i = sub.add_parser("info", help="describe a store or a model",
+                       description="A store: rows, features, non-zeros, density, chunks, "
+                                   "labels, bytes on disk, compression ratio, compression "
+                                   "(convert --compression) and source. A model (streamsvm "
+                                   "JSON or LIBLINEAR text): task, classes, features, non-zero "
+                                   "weights, intercepts, the largest weights by magnitude "
+                                   "(libsvm feature ids), and how it was trained (solver, "
+                                   "parameters, passes, objectives, relative gap, certified or "
+                                   "not, the store it was trained on).")
+    i.add_argument("store", metavar="STORE_OR_MODEL", help="store or model path or URL")
     i.add_argument("--json", action="store_true", help="print one JSON object")
     add_storage(i)
 
@@ -184,7 +189,13 @@ def _cmd_convert(args) -> int:
 
 def _cmd_info(args) -> int:
     from .io import open_store
-    info = open_store(args.store, storage_options=storage_options(args.storage_option)).info()
+    so = storage_options(args.storage_option)
+    if _is_model_file(args.store, so):
+        from ._model_info import model_info, model_info_text
+        info = model_info(_load_model(args.store, so), args.store)
+        print(json.dumps(info) if args.json else model_info_text(info))
+        return 0
+    info = open_store(args.store, storage_options=so).info()
     if args.json:
         print(json.dumps(info, indent=None, sort_keys=True))
         return 0
@@ -202,6 +213,21 @@ def _cmd_info(args) -> int:
           f"compression  {info['compression']}\n"
           f"source       " + ", ".join(f["url"] for f in info["source"]["files"]))
     return 0
+
+
+def _is_model_file(path: str, so: dict) -> bool:
+    """Whether ``path`` is a file that begins as a model does (streamsvm JSON or LIBLINEAR
+    text); anything else is read as a store (and refused as one, naming it)."""
+    from .io import url_to_fs
+    try:
+        fs, p = url_to_fs(path, so)
+        if not fs.isfile(p):
+            return False
+        with fs.open(p, "rb") as f:
+            start = f.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()
+    except Exception:           # unreadable: the store path says why, as before
+        return False
+    return start.startswith((b"{", b"solver_type"))
 
 
 def _cmd_verify(args) -> int:
