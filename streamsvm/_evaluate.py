@@ -1,7 +1,8 @@
 """Scoring a model on data that may not fit in memory: a store or a libsvm file.
 
 Streams row blocks (store chunks, or parsed text blocks of a libsvm file read through
-fsspec) and accumulates accuracy, per-class counts and, for binary models, the primal
+fsspec) and accumulates accuracy, the confusion matrix and the metrics derived from it
+(``_metrics.py``), for binary models the ROC AUC, and the primal
 objective ``½‖w‖² + ½b² + Σ C_i ξ(y_i f(x_i))`` with the model's C, loss, bias and class
 weights. ``predict`` writes one predicted label per line, like LIBLINEAR's ``predict``.
 
@@ -18,6 +19,7 @@ import os
 import numpy as np
 
 from .exceptions import DataMismatchError, StoreNotFoundError
+from ._metrics import Metrics
 from .kernels import csr_matmat
 from .model import LinearModel
 
@@ -175,7 +177,9 @@ def _scores(model: LinearModel, W, indptr, indices, data):
 
 
 def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no") -> dict:
-    """Accuracy, per-class accuracy and the primal objective of ``model`` on ``data``.
+    """Accuracy, the metrics of :mod:`streamsvm._metrics` (confusion matrix, per-class
+    precision / recall / F1 and accuracy, balanced accuracy, macro F1, binary ROC AUC) and
+    the primal objective of ``model`` on ``data``.
 
     The objective is the model's declared problem (``LinearModel.problem``: loss, C, class
     weights, bias mode; one-vs-rest models summed over classes) evaluated on ``data``; a
@@ -188,7 +192,7 @@ def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no")
     problem = model.problem_obj()
     objective = problem is not None and problem.C is not None
     costs = problem.costs(model.classes) if objective else None
-    per_class = np.zeros((len(model.classes), 2), dtype=np.int64)      # [rows, correct]
+    metrics = Metrics(model.classes, binary=model.task == "binary")
     unseen = UnseenFeatures(model.n_features)
     W = np.ascontiguousarray(model.coef.T)
     for indptr, indices, values, labels in iter_labelled_blocks(
@@ -200,17 +204,13 @@ def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no")
         hit = enc == truth
         correct += int(np.count_nonzero(hit))
         n += len(labels)
-        np.add.at(per_class, (truth, 0), 1)
-        np.add.at(per_class, (truth, 1), hit.astype(np.int64))
+        metrics.add(truth, enc, scores[:, 0] if model.task == "binary" else None)
         if objective:
             loss += problem.loss_sum(scores, labels, model.classes, costs)
     if n == 0:
         raise StoreNotFoundError(f"no rows to evaluate in {data!r}")
     unseen.warn()
-    from .io import label_key
-    out = {"n_rows": n, "accuracy": correct / n, "correct": correct,
-           "per_class": {label_key(c): {"rows": int(r), "accuracy": (h / r) if r else None}
-                         for c, (r, h) in zip(model.classes, per_class)},
+    out = {"n_rows": n, "accuracy": correct / n, "correct": correct, **metrics.report(),
            "unseen_features": unseen.as_dict()}
     if objective:
         out["objective"] = problem.regularizer(model.coef, model.intercept) + loss

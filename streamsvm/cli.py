@@ -399,11 +399,8 @@ def _cmd_evaluate(args) -> int:
         if "objective" in res:
             line += f", objective {res['objective']:.6f} (C={res['C']:g}, {res['loss']})"
         print(line)
-        per_class = res.get("per_class", {})
-        if len(per_class) > 2:
-            print("per class: " + ", ".join(
-                f"{label} {'-' if c['accuracy'] is None else format(c['accuracy'], '.4f')} "
-                f"({c['rows']:,})" for label, c in per_class.items()))
+        from ._metrics import metrics_text
+        print("\n".join(metrics_text(res)))
     return 0
 
 
