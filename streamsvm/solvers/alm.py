@@ -84,7 +84,7 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
     the certificate in :mod:`._alm_certificate`, the ridge subproblem in :mod:`._alm_ridge`,
     the stopping rules and μ's schedule in :mod:`._alm_rules`."""
 
-    summary = ("ADMM on the primal L1, L2 or Lp-loss SVM with a free intercept (paper 004): "
+    summary = ("ADMM on the primal L1, L2 or Lp-loss SVM with a free intercept (Nie, Huang, Wang & Huang, ICML 2014): "
                "closed-form per-row updates and a ridge subproblem solved exactly from the Gram "
                "matrix (one pass per iteration, few features) or by conjugate gradients; a "
                "duality gap from the multipliers")
@@ -102,7 +102,7 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
         Param("max_passes", "float", 3000.0, "stop after this many passes over the data, "
               "with a ConvergenceWarning", low=0.0, low_open=True),
         CLASS_WEIGHT_PARAM,
-        Param("mode", "choice", "practical", "practical: the spec's defaults (mu = 0.1*C, "
+        Param("mode", "choice", "practical", "practical: measured defaults (mu = 0.1*C, "
               "w0 = 0, stop on the duality gap); paper: the paper's Algorithm 2 (w0 = 1, one "
               "gradient step, its stopping rules; needs mu and rho)",
               choices=("practical", "paper")),
@@ -130,7 +130,7 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
         Param("stop_rule", "choice", "gap", "practical mode: gap: stop on the certified "
               "duality gap (tol); residuals: also stop once the primal and dual residuals "
               "(per sqrt(n)) are at most rtol and the objective changed less than 1e-4 "
-              "(relative) 3 iterations running (spec 4.3; a warning when the gap is above tol)",
+              "(relative) 3 iterations running (a warning when the gap is above tol)",
               choices=("gap", "residuals")),
         Param("rtol", "float", 1e-3, "stop_rule='residuals': the residuals' bound", low=0.0,
               low_open=True),
@@ -167,7 +167,7 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
         if self.mode == "paper" and (self.mu is None or self.rho is None):
             raise InvalidParameterError(
                 "alm: mode='paper' needs mu and rho: the paper gives no first penalty mu_1 and "
-                "no growth factor (spec_004 §6 item 10); e.g. mu=0.1, rho=1")
+                "no growth factor; e.g. mu=0.1, rho=1")
         if self.inner == "gram":
             D1 = store.n_features + 1
             if D1 > max(self.max_gram, 1):

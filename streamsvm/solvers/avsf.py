@@ -98,7 +98,7 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
               low=0.0, low_open=True),
         Param("p_min", "float", 0.05, "smallest preference", low=0.0, low_open=True),
         Param("p_max", "float", 20.0, "largest preference", low=1.0),
-        Param("lazy", "float", 0.0, "experimental (spec 3.7): skip reading a block while the "
+        Param("lazy", "float", 0.0, "experimental: skip reading a block while the "
               "visits owed to it stay below this many per row, then make them all; 0: read "
               "every block with visits each epoch", low=0.0, high=1.0),
         Param("lazy_max_skip", "int", 8, "with lazy: read a block at least every this many "

@@ -116,7 +116,8 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
     """Nesterov smoothing + optimal gradient method (module doc): the plan of passes; the
     parts of the method are mixins over its state, one module each (``_nesvm_*.py``)."""
 
-    summary = ("Nesterov's optimal gradient method on the smoothed hinge (C-SVM), the "
+    summary = ("Nesterov's optimal gradient method (NESVM: Zhou, Tao & Wu, 2010) on the "
+               "smoothed hinge (C-SVM), the "
                "l1-norm SVM (--penalty l1) or the least-squares SVM (--loss squared): one "
                "pass per round, homotopy on the smoothing, a free duality gap; many C values "
                "(--C-path) or classes share each pass")
@@ -161,15 +162,15 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
         Param("shrink_l", "bool", True, "follow the local curvature: when the sequence's "
               "largest secant curvature is below a quarter of L (after 30 rounds), and at "
               "adaptive restarts, restart with L = 2x that secant (the descent test doubles "
-              "it back when too small); not in the paper (spec 5.4)"),
+              "it back when too small); not in NESVM"),
         Param("precondition", "bool", True, "lipschitz='power': measure steps in the metric "
               "M = I + sum_j beta_j v_j v_j^T of the 7 largest eigenvectors found, so that L "
               "is set by the 8th eigenvalue instead of the largest (not in the paper)"),
         Param("screening", "bool", False, "safe screening (hinge): skip the blocks whose "
-              "rows provably all have margin > 1 at both points of a round (spec 4.5); the "
+              "rows provably all have margin > 1 at both points of a round; the "
               "same iterates, fewer rows read"),
         Param("safeguard", "bool", True, "the lagged descent test: double L and restart "
-              "when F(y^k) decreased less than the bound promises (spec 5.5a)"),
+              "when F(y^k) decreased less than the bound promises"),
     )
 
     not_distributed = None          # every pass is a map_reduce
@@ -205,7 +206,7 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
             raise InvalidParameterError(
                 "nesvm: lipschitz='paper' is not available for loss='squared': the paper's "
                 "LS-SVM constant 1 + 2C max||x_i||^2 (Eq. 56) is below the true one and the "
-                "method diverges (spec_001 §1.3); use 'power' or 'trace'")
+                "method diverges; use 'power' or 'trace'")
 
     # -- setup -------------------------------------------------------------------------
     def start(self, sched) -> None:

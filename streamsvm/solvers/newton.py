@@ -146,8 +146,8 @@ class NewtonSolver(NewtonSteps, Solver):
               "(z + sqrt(alpha^2 + z^2))/2", low=0.0, low_open=True),
         Param("alpha_factor", "float", 4.0, "hinge: alpha <- alpha/alpha_factor once a level "
               "is solved", low=1.0, low_open=True),
-        Param("alpha_min", "float", 0.0, "hinge: lowest smoothing level (0: 1/n_rows, the "
-              "spec's choice); the objective at a level is within alpha/2 per unit of C of "
+        Param("alpha_min", "float", 0.0, "hinge: lowest smoothing level (0: 1/n_rows); the "
+              "objective at a level is within alpha/2 per unit of C of "
               "the hinge's", low=0.0),
         Param("polish", "bool", True, "hinge: after each evaluation, solve the hinge dual "
               "exactly over the resident rows with |1 - y w.x| <= band, the others at their "
