@@ -201,7 +201,8 @@ def _write_rows(path, X, y, sep):
 
 
 def test_vw_weights_reproduce_vw_predictions(tmp_path):
-    vw = pytest.importorskip("vowpalwabbit")
+    vw = pytest.importorskip("vowpalwabbit",
+                             reason="needs the bench extra (pip install -e .[bench])")
     X, y = _binary(n=200, d=6, seed=2)
     X.sort_indices()
     path = tmp_path / "t.vw"
@@ -504,7 +505,8 @@ def test_render_markdown_prints_only_results_numbers(tmp_path):
     series = rep.curves(runs)
     assert any(s["kind"] == "certificate" for s in series)
     assert any(s["kind"] == "objective" and s["passes"] == [1.0, 10.0] for s in series)
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib",
+                        reason="needs the bench extra (pip install -e .[bench])")
     assert rep.plot_group(series, str(tmp_path / "p.png"), "t")
     assert (tmp_path / "p.png").stat().st_size > 1000
 

@@ -94,7 +94,8 @@ def test_disk_reads_the_largest_files_first_and_again_until_enough(tmp_path):
 
 
 def test_vw_stops_on_its_holdout_from_a_cache_built_beforehand(tmp_path):
-    pytest.importorskip("vowpalwabbit")
+    pytest.importorskip("vowpalwabbit",
+                        reason="needs the bench extra (pip install -e .[bench])")
     from tools.bench.suite_data import libsvm_to_vw
     from tools.bench.worker import _Out
     rng = np.random.default_rng(0)
