@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from streamsvm.cli import build_parser, cli_words, main
+from streamsvm._cli_words import cli_words
+from streamsvm.cli import build_parser, main
 
 from .conftest import shared_dataset
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from ._csr import row_axpys, row_axpys_cols, row_dots, row_dots2
 from ._jit import kernel, kernel_inline
 
-__all__ = ["walrus", "ww_cocoa", "ww_epoch", "ww_scores_loss"]
+__all__ = ["walrus", "ww_epoch", "ww_scores_loss"]
 
 
 @kernel_inline
@@ -345,53 +345,6 @@ def ww_epoch(X, unit, y, q, order, state, costs, model, scratch, out):
             out[2] += 1.0
         elif step == 0 or (step == 1 and shrink):   # skipped, or at its block's minimum
             active[i] = 0
-    for t in range(order.shape[0]):
-        out[1] += gamma[order[t]]
-
-
-@kernel
-def ww_cocoa(X, unit, y, q, order, state, costs, model, scratch, out_dW, out):
-    """One epoch of CoCoA+'s local solver for the Weston–Watkins dual over the rows ``order``
-    (``solvers/_ww_cocoa.py``): each row's block minimized exactly (Walrus) on the local
-    subproblem with the safe ``σ'``: scores at ``W + σ'·ΔW``, curvature ``σ'‖x̄_i‖²``; the
-    change of the weights goes into ``ΔW`` only (``W`` is the pass's start, read-only).
-    With ``σ' = 1`` and one partition this is :func:`ww_epoch`'s sweep.
-
-    Parameters
-    ----------
-    X, unit, y, q, order, costs
-        As in :func:`ww_epoch`.
-    state : tuple (beta, gamma)
-    model : tuple (W, sigma)
-    scratch : tuple (z, zd, v, b, dW, heap, vs, P)
-        As :func:`ww_epoch`'s (``zd`` in ``zp``'s place, no ``cols``).
-    out_dW : ndarray of shape (n_features + 1, k)
-        The partition's ``ΔW`` (read and added to).
-    out : ndarray of shape (4,)
-        Added into: [0] ``Σ C_i ·`` WW hinge loss at ``W``, [1] ``Σ γ_i`` after the
-        sweep, [2] rows whose β changed, [3] the largest projected-gradient entry.
-    """
-    beta, gamma = state
-    Cy, B = costs.Cp, costs.B
-    W, sigma = model
-    z, zd, v, b, dW, heap, vs, P = scratch
-    k = W.shape[1]
-    d = W.shape[0] - 1
-    for t in range(order.shape[0]):
-        i = order[t]
-        yi = y[i]
-        Ci = Cy[yi]
-        row_dots2(X, unit, i, W, out_dW, z, zd)
-        for c in range(k):
-            z[c] += B * W[d, c]
-        out[0] += Ci * _ww_loss(z, yi, k)
-        for c in range(k):
-            z[c] += sigma * (zd[c] + B * out_dW[d, c])
-        if _ww_row(i, yi, Ci, sigma * q[i], z, beta, gamma, v, b, dW, heap, vs, P, out) == 2:
-            row_axpys(X, unit, i, dW, out_dW)
-            for c in range(k):
-                out_dW[d, c] += B * dW[c]
-            out[2] += 1.0
     for t in range(order.shape[0]):
         out[1] += gamma[order[t]]
 

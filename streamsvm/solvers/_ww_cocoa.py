@@ -1,28 +1,40 @@
-"""The CoCoA+ outer loop for ``ww``: how the Weston–Watkins multiclass SVM trains on a dask
-cluster (Ma et al. 2015 applied to the β-form dual of spec_002 §1.4; ``_cocoa.py`` does the
-same for ``dcd``'s binary duals).
+"""The distributed loop of ``ww``: how the Weston–Watkins multiclass SVM trains on a dask
+cluster, in rounds of local Walrus epochs with shrinking on every worker and an exact step
+along the workers' combined changes (the β-form dual of ``ww.py``, the round of
+``_cocoa.py``; kernels in ``kernels/_ww_cocoa.py``).
 
 The problem is ``ww``'s (the same ``problem()``, ``coef()`` and two-class mapping). Each
-worker is one partition (its blocks, ``K`` partitions); an outer iteration is one pass in
-which every worker runs one epoch over its rows in one fresh seeded random order
-(``map_reduce(fuse=True)``): each row's block of the dual is minimized exactly by Walrus on
-CoCoA+'s local subproblem with the safe ``σ' = K`` — scores at ``W + σ'·ΔW_k``, curvature
-``σ'‖x̄_i‖²`` (``kernels/_ww.py``: :func:`~streamsvm.kernels._ww.ww_cocoa`) — and then
-``W ← W + Σ_k ΔW_k`` (aggregation by adding). β and γ are per-row state kept by the worker
-that owns the block. With one partition (the local backend) this is ``ww``'s own sweep
-without its shrinking and RAM slab.
+worker owns its blocks' rows and keeps their multipliers β and γ, their last changes Δβ and
+a shrinking flag per row. A round:
 
-Certificate, with no pass of its own: the pass sums the hinge losses of ``W`` (its start),
-so ``P(W)`` is known at its end, and ``D`` of the β that ``W`` is made of was known when the
-previous pass ended (``Σ γ − ½‖W‖²``; ``W = W(β)`` holds since every change of β goes into
-ΔW). The gap reported is that of the best primal point evaluated (the model returned: CoCoA+
-is monotone in the dual, not in the primal) against the best dual, exact; the driver stops
-on ``tol`` or on ``ww``'s gap-decay rule, as locally. ``max_passes`` ends with an exact
-read-only pass at the newest weights.
+1. every worker takes the client's last steps into β and sums ``Σ γ`` over all its rows
+   (exact; no row is read), so the dual ``D = Σ γ − ½‖W‖²`` at the round's start is exact;
+2. every worker runs one epoch of Walrus steps over its rows in one fresh random order, on
+   CoCoA+'s local subproblem with ``σ'`` (the measured overlap of the workers' changes, as in
+   ``_cocoa.py``); a *full* epoch visits every row, sums its loss at ``W`` (so the primal at
+   the round's start is exact too) and decides its flag; the epochs between full ones visit
+   only the active rows (shrinking, as the local ``ww``: a row skipped or left unchanged
+   sits out until the next full epoch);
+3. the client sums the changes and moves along them by the steps that maximize the dual
+   over the box (``best_steps``: one for the entries that ended at a bound, at most 1, one
+   for those inside, up to the largest feasible step).
 
-The iterates differ from the local ``ww`` (no shrinking, partitions updated in parallel
-with steps damped by ``σ'``) but the optimum does not: the same problem, certified by the
-same gap.
+The next epoch is full after the first, once the active rows' largest projected gradient is
+at most a tenth of the last full epoch's (the local ``ww``'s rule for its slab sweeps), when
+no row is active, or after 50 epochs over the active rows.
+
+Certificate: exact every round. The primal is known at each full epoch's weights, the dual
+at every round's; the gap reported is that of the best primal point evaluated (the model
+returned) and the best dual; the driver stops on ``tol`` or on ``ww``'s gap-decay rule
+(``DG_1``: the gap after the second full epoch, the first after a round of steps).
+``max_passes`` ends with a full epoch whose changes are not taken.
+
+Passes: a worker's blocks stay in its block cache while they fit (its ``memory``); an epoch
+over the active rows then counts only those rows (``map_reduce(visits=...)``), as the local
+``ww``'s RAM slab does; blocks read from the store count all their rows.
+
+The iterates differ from the local ``ww`` but the optimum does not: the same problem,
+certified by the same gap.
 """
 
 from __future__ import annotations
@@ -30,53 +42,122 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import row_sq_norms
-from ..kernels._ww import ww_cocoa
+from ..kernels._ww_cocoa import ww_cocoa_due, ww_cocoa_rows, ww_cocoa_settle
 from ..schedule import Accumulator
+from ._cocoa import best_steps
 from ._ww_common import WestonWatkinsBase, class_index
 
 __all__ = ["WestonWatkinsCocoa"]
 
+_PG_SHARE = 0.3         # a full epoch once the active rows' largest PG is this × the full's
+_PARTS = 4             # an epoch over the active rows is this many rounds (several workers)
+_MAX_ACTIVE = 50        # ... or after this many epochs over the active rows
+
 
 class WestonWatkinsCocoa(WestonWatkinsBase):
-    """CoCoA+ for ``ww``'s problem (module doc); created by ``ww`` for a cluster, under its
-    name. ``slab`` has no effect here (a cluster has no RAM slab of the training process)."""
+    """``ww``'s distributed loop (module doc); created by ``ww`` for a cluster, under its
+    name. ``slab`` has no effect here (a worker keeps its rows in its block cache)."""
 
     not_distributed = None
-    state_version = 2                   # (the local ww's checkpoints are version 3)
-    history_extras = ("gap_decay", "partitions")
-    state_arrays = ("W", "Wcert", "gsum", "cert", "gap1")
-    state_values = ("epochs",)
+    state_version = 4                   # (the local ww's checkpoints are version 3)
+    history_extras = ("gap_decay", "partitions", "step")
+    state_arrays = ("W", "Wcert", "gsum", "cert", "gap1", "eta", "sigma", "pgfull", "pgsweep")
+    state_values = ("epochs", "visits", "full", "since_full", "fulls", "part")
 
     def for_cluster(self, store):
         return self
 
     def start(self, sched) -> None:
-        self._start_common(sched, "the weights, their change and the best point")
+        k = self._start_common(sched, "the weights, their change and the best point")
+        self.dbeta = sched.state("ww.cocoa.dbeta", np.float64, width=k - 1)
+        self.active = sched.state("ww.cocoa.active", np.uint8, fill=1)
+        self.due = sched.state("ww.cocoa.due", np.uint8, fill=1)
+        self.eta = np.ones(2)               # the steps along the last round's changes
+        self.sigma = np.zeros(1)            # the local subproblem's σ' (0: not yet measured)
+        self.pgfull = np.full(1, np.inf)    # the last full epoch's largest PG
+        self.pgsweep = np.zeros(1)          # the largest PG of this sweep's parts so far
+        self.full, self.since_full, self.fulls = True, 0, 0
+        self.part = 0                       # the part of the active rows this round visits
 
     def step(self, sched) -> dict:
-        K = sched.partitions
-        W = self.W
-        res = sched.map_reduce(_ww_cocoa_block, states=(self.beta, self.gamma),
-                               order="random", fuse=True,
-                               args=(W, self.costs, float(K), self.unit, self.binary,
-                                     sched.seed, self.epochs),
-                               acc={"dW": Accumulator(W.shape), "s": Accumulator(4)})
-        s = res["s"]
-        self.epochs += 1
-        self._offer(W, *self._objectives(W, s[0], self.gsum[0]))
-        W += res["dW"]                      # aggregation by adding (γ = 1)
-        self.gsum[0] = s[1]
-        entry = self._entry("cocoa", active=sched.n_rows)
-        entry["partitions"] = float(K)
-        return entry
+        return self._round(sched, take=True)
 
     def final_check(self, sched) -> dict:
-        """An exact read-only pass at the newest weights."""
-        W = self.W
-        self._offer(W, *self._objectives(W, self._store_loss(sched, W), self.gsum[0]))
-        entry = self._entry("check", active=sched.n_rows)
-        entry["partitions"] = float(sched.partitions)
+        """An exact certificate of the newest weights: a full epoch whose changes are not
+        taken."""
+        self.full = True
+        return self._round(sched, take=False)
+
+    def _round(self, sched, take: bool) -> dict:
+        K, W, full = sched.partitions, self.W, self.full
+        parts = _PARTS if K > 1 else 1
+        following = 0 if full else (self.part + 1) % parts
+        res = sched.map_reduce(
+            _ww_cocoa_block, states=(self.beta, self.gamma, self.dbeta, self.active, self.due),
+            order="random", fuse=True, visits=None if full else self.due,
+            args=(W, self._sigma(K), full, self.eta, self.costs,
+                  self.unit, self.binary, sched.seed, self.epochs, K > 1,
+                  (following, parts)),
+            acc={"dW": Accumulator(W.shape), "dWb": Accumulator(W.shape),
+                 "s": Accumulator(8), "pg": Accumulator(1, op="max"),
+                 "room": Accumulator(1, op="min"), "own": Accumulator(1)})
+        s = res["s"]
+        self.epochs += 1
+        self.visits += int(s[2])
+        self.gsum[0] = s[1]
+        if full:
+            self.fulls += 1
+            self._offer(W, *self._objectives(W, s[0], s[1]))
+        else:
+            reg = 0.5 * float(np.einsum("dk,dk->", W, W))
+            self.cert[1] = max(self.cert[1], float(s[1]) - reg)
+            self.cert[2] = self._rules(self.cert[0], self.cert[1])[0]
+        entry = self._entry("check" if full else "cocoa", active=int(s[2]))
+        self._next_round(full, float(res["pg"][0]), int(s[7]), following, parts)
+        done = entry.get("stop", False) or self.cert[2] <= self.tol
+        if take and not done:
+            dWb, dWi = res["dWb"], res["dW"] - res["dWb"]
+            sums = np.array([[s[4], 0.0, 0.0, s[5], 0.0, 0.0]])
+            self.eta[:] = best_steps(W.reshape(-1, 1), (dWb.reshape(-1, 1), dWi.reshape(-1, 1)),
+                                     sums, res["room"])[0]
+            W += self.eta[0] * dWb + self.eta[1] * dWi
+            self._overlap(K, res)
+        else:                                   # stopping here: the changes are not taken
+            self.eta[:] = 0.0
+        entry["partitions"] = float(K)
+        entry["step"] = float(self.eta[1])
         return entry
+
+    def _next_round(self, full, pg, active, following, parts) -> None:
+        """Whether the next round is a full epoch (module doc): decided at the end of a
+        sweep over the active rows' parts."""
+        self.part = following
+        if full:
+            self.pgfull[0], self.since_full, self.pgsweep[0] = pg, 0, 0.0
+            self.full = active == 0
+            return
+        self.pgsweep[0] = max(self.pgsweep[0], pg)
+        if following != 0:                  # the sweep goes on
+            self.full = False
+            return
+        self.since_full += 1
+        self.full = active == 0 or self.since_full >= _MAX_ACTIVE or \
+            self.pgsweep[0] <= _PG_SHARE * self.pgfull[0]
+        self.pgsweep[0] = 0.0
+
+    def _sigma(self, K) -> float:
+        """The local subproblem's ``σ'`` on ``K`` partitions (``_cocoa.py``'s rule)."""
+        if K == 1:
+            return 1.0
+        return float(min(self.sigma[0], K)) if self.sigma[0] > 0 else (K + 1) / 2
+
+    def _overlap(self, K, res) -> None:
+        """``σ'`` for the next round from the workers' changes' overlap ``‖Σ_k ΔW_k‖² /
+        Σ_k ‖ΔW_k‖²``, averaged over the rounds (``_cocoa.py``'s rule)."""
+        own = float(res["own"][0])
+        if K > 1 and own > 0:
+            ratio = float(np.einsum("dk,dk->", res["dW"], res["dW"])) / own
+            self.sigma[0] = float(np.clip(0.7 * self._sigma(K) + 0.3 * ratio, 1.0, K))
 
     def _offer(self, W, primal, dual) -> None:
         """A point evaluated exactly: kept when its primal is the best so far; the dual
@@ -86,20 +167,34 @@ class WestonWatkinsCocoa(WestonWatkinsBase):
             self.cert[0] = primal
         self.cert[1] = max(self.cert[1], dual)
         self.cert[2] = self._rules(self.cert[0], self.cert[1])[0]
-        if self.epochs == 2 and np.isnan(self.gap1[0]):
+        if self.fulls == 2 and np.isnan(self.gap1[0]):
             self.gap1[0] = self.cert[0] - self.cert[1]
 
 
 def _ww_cocoa_block(block, views, args, acc) -> None:
-    """One block of a CoCoA+ pass (``map_reduce`` kernel): its rows in a random order seeded
-    by (seed, epoch, block), through :func:`~streamsvm.kernels._ww.ww_cocoa`."""
-    W, costs, sigma, unit, binary, seed, epoch = args
+    """One worker's round (``map_reduce`` kernel, its blocks fused into one):
+    :func:`ww_cocoa_settle`, then :func:`ww_cocoa_rows` over its rows in a random order
+    seeded by (seed, epoch, block); with ``measure`` (several partitions, so each call is one
+    worker's) it adds its own ``‖ΔW_k‖²`` for ``σ'``."""
+    W, sigma, full, eta, costs, unit, binary, seed, epoch, measure, part = args
+    beta, gamma, dbeta, active, due = views
+    y = class_index(block.y, binary)
+    out = np.zeros(8)
+    ww_cocoa_settle(y, costs.Cp, beta, gamma, dbeta, eta, out)
     X = (block.indptr, block.indices, block.data)
     q = np.empty(block.n_rows)
     row_sq_norms(X, costs.B * costs.B, q)
     order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
     k = W.shape[1]
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
-               np.empty(k - 1), np.empty(k - 1), np.empty(k))
-    ww_cocoa(X, unit, class_index(block.y, binary), q, order.astype(np.int64),
-             (views[0], views[1]), costs, (W, sigma), scratch, acc["dW"], acc["s"])
+               np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1), np.empty(k))
+    ww_cocoa_rows(X, unit, y, q, order.astype(np.int64), (beta, gamma, dbeta, active, due),
+                  costs, (W, sigma, full), scratch, acc["dW"], acc["dWb"], out,
+                  acc["room"])
+    slots = np.random.default_rng([seed, 0x5107, block.id]).integers(0, part[1], block.n_rows)
+    ww_cocoa_due(active, slots, part[0], due, out)
+    acc["pg"][0] = max(acc["pg"][0], out[3])
+    out[3] = 0.0
+    acc["s"] += out
+    if measure:
+        acc["own"] += float(np.einsum("dk,dk->", acc["dW"], acc["dW"]))

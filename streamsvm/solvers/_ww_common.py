@@ -1,6 +1,6 @@
 """What ``ww``'s two outer loops share: the local one (``ww.py``: dual block coordinate
 descent with shrinking and a RAM slab) and the one a dask cluster runs (``_ww_cocoa.py``:
-CoCoA+).
+local epochs with shrinking on every worker, the best steps along their changes).
 
 The problem (``ww.py``'s module doc, spec_002 §1.2) and its β-form dual
 ``D(β) = Σ_i γ_i − ½‖W‖²`` (spec §1.4, ``γ_i = Σ β_i``) are the same for both, and so are the

@@ -47,8 +47,9 @@ the slab holds every row (the sweeps visit the active ones), and where the sweep
 gap of the newest weights is evaluated from the slab alone: exact, so a run can end there
 without another pass over the store (history kind ``slab``).
 
-On a dask cluster (``scheduler=``) ``ww`` runs the CoCoA+ outer loop of ``_ww_cocoa.py``
-instead: the same problem and certificate, other iterates.
+On a dask cluster (``scheduler=``) ``ww`` runs the distributed loop of ``_ww_cocoa.py``
+instead (local Walrus epochs with shrinking on every worker, the best steps along their
+combined changes): the same problem and certificate, other iterates.
 
 Two classes (a binary store): Weston–Watkins with ``C`` is the binary hinge SVM with
 ``2C`` (spec §7.12): ``u = w_+ − w_−`` is returned as a binary model and declared as that

@@ -195,21 +195,29 @@ def test_max_passes_returns_the_newest_weights_certified_by_a_check():
     assert evaluate(model, InMemoryStore(X, y))["objective"] == pytest.approx(r.primal, rel=1e-9)
 
 
-# -- the CoCoA+ loop a dask cluster runs (solvers/_ww_cocoa.py) ------------------------------
+# -- the distributed loop a dask cluster runs (solvers/_ww_cocoa.py) ------------------------
 
-def _cocoa_sweep(X, yi, k, C, W, beta, gamma, rows, sigma, dW):
+def _round(X, yi, k, C, W, state, rows, sigma, eta, full=True):
+    """One worker's round over ``rows`` (kernels/_ww_cocoa.py): the settle of the last
+    steps ``eta``, then the epoch; returns (ΔW, ΔW_b, sums, room)."""
     from streamsvm.kernels import row_sq_norms
-    from streamsvm.kernels._ww import ww_cocoa
-    Xc = X.tocsr()
+    from streamsvm.kernels._ww_cocoa import ww_cocoa_rows, ww_cocoa_settle
+    beta, gamma, dbeta, active, due = state
+    Xc = X[rows].tocsr()
     Xb = (Xc.indptr, Xc.indices, Xc.data)
-    q = np.empty(X.shape[0])
+    q = np.empty(len(rows))
     row_sq_norms(Xb, 0.0, q)
-    out = np.zeros(4)
+    sub = [a[rows] for a in state]
+    out, room = np.zeros(8), np.full(1, np.inf)
+    ww_cocoa_settle(yi[rows], np.full(k, C), sub[0], sub[1], sub[2], np.asarray(eta), out)
+    dW, dWb = np.zeros_like(W), np.zeros_like(W)
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
-               np.empty(k - 1), np.empty(k - 1), np.empty(k))
-    ww_cocoa(Xb, False, yi, q, np.asarray(rows, dtype=np.int64), (beta, gamma),
-             _joint_costs(k, C), (W, float(sigma)), scratch, dW, out)
-    return out
+               np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1), np.empty(k))
+    ww_cocoa_rows(Xb, False, yi[rows], q, np.arange(len(rows), dtype=np.int64), tuple(sub),
+                  _joint_costs(k, C), (W, float(sigma), full), scratch, dW, dWb, out, room)
+    for a, v in zip(state, sub):
+        a[rows] = v
+    return dW, dWb, out, room
 
 
 def _joint_costs(k, C):
@@ -217,19 +225,23 @@ def _joint_costs(k, C):
     return Costs(np.arange(k, dtype=np.int32), np.full(k, C), np.full(k, C), False, 0.0)
 
 
-def test_cocoa_kernel_with_one_partition_is_the_plain_sweep():
-    """σ' = 1, one partition: W + ΔW after the sweep is ww_epoch's W (up to the rounding of
-    scores taken as W·x + ΔW·x), and the same β."""
+def _states(n, k):
+    return (np.zeros((n, k - 1)), np.zeros(n), np.zeros((n, k - 1)), np.ones(n, np.uint8),
+            np.ones(n, np.uint8))
+
+
+def test_one_partition_with_unit_steps_is_the_plain_sweep():
+    """σ' = 1, one partition, steps of 1: W + ΔW after each epoch is ww_epoch's W (up to the
+    rounding of scores taken as W·x + ΔW·x), with the same β."""
     from streamsvm.kernels._ww import ww_epoch
     X, y = _load("dna/dna.scale", 200)
     _, yi = np.unique(y, return_inverse=True)
     k, n, d = 3, X.shape[0], X.shape[1]
     rows = np.random.default_rng(0).permutation(n)
     W0 = np.zeros((d + 1, k))
-    beta, gamma = np.zeros((n, k - 1)), np.zeros(n)
-    for _ in range(2):           # a second sweep starts from a non-zero W, as passes do
-        dW = np.zeros_like(W0)
-        _cocoa_sweep(X, yi, k, 0.5, W0, beta, gamma, rows, 1.0, dW)
+    state = _states(n, k)
+    for _ in range(2):           # a second epoch starts from a non-zero W, as rounds do
+        dW, _, _, _ = _round(X, yi, k, 0.5, W0, state, rows, 1.0, (1.0, 1.0))
         W0 += dW
     Xc = X.tocsr()
     W, b2, g2 = np.zeros((d + 1, k)), np.zeros((n, k - 1)), np.zeros(n)
@@ -241,33 +253,66 @@ def test_cocoa_kernel_with_one_partition_is_the_plain_sweep():
                   np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k, np.int64)),
                  np.zeros(4))
     np.testing.assert_allclose(W0, W, atol=1e-10)
-    np.testing.assert_allclose(beta, b2, atol=1e-10)
+    np.testing.assert_allclose(state[0], b2, atol=1e-10)
 
 
-def test_cocoa_partitions_add_up_to_the_image_of_beta_and_ascend_the_dual():
-    """K = 3 partitions with σ' = 3 from the same W: W + Σ ΔW_k = W(β) (what the certificate
-    needs), β in its box, and the dual never decreases (CoCoA+'s safe scaling)."""
+def test_partitions_with_the_best_steps_keep_w_of_beta_and_ascend_the_dual():
+    """K = 3 partitions, σ' = 2, the client's best steps (bound and inside parts): after
+    each settle W = W(β), β in its box, γ = Σ β, and the exact dual never decreases."""
+    from streamsvm.solvers._cocoa import best_steps
     X, y = _load("dna/dna.scale", 300)
     _, yi = np.unique(y, return_inverse=True)
     k, n, C = 3, X.shape[0], 0.5
     parts = np.array_split(np.random.default_rng(1).permutation(n), 3)
     W = np.zeros((X.shape[1] + 1, k))
-    beta, gamma = np.zeros((n, k - 1)), np.zeros(n)
-    duals = []
-    for epoch in range(6):
-        dWs = [np.zeros_like(W) for _ in parts]
-        for rows, dW in zip(parts, dWs):
-            _cocoa_sweep(X, yi, k, C, W, beta, gamma, rows, len(parts), dW)
-        W = W + sum(dWs)
-        np.testing.assert_allclose(W[:-1], _weights(X, yi, beta, k), atol=1e-10)
+    state = _states(n, k)
+    eta, duals, steps = (1.0, 1.0), [], []
+    for epoch in range(8):
+        res = [_round(X, yi, k, C, W, state, rows, 2.0, eta) for rows in parts]
+        beta, gamma = state[0], state[1]
+        np.testing.assert_allclose(W[:-1], _weights(X, yi, beta - state[2], k), atol=1e-10)
         assert np.all(beta >= 0) and np.all(beta <= C)
-        np.testing.assert_allclose(gamma, beta.sum(axis=1), rtol=1e-12)
-        duals.append(gamma.sum() - 0.5 * (W * W).sum())
+        duals.append((gamma.sum() - (state[2].sum())) - 0.5 * (W * W).sum())
+        dW, dWb = sum(r[0] for r in res), sum(r[1] for r in res)
+        s = sum(r[2] for r in res)
+        room = np.minimum.reduce([r[3] for r in res])
+        eta = best_steps(W.reshape(-1, 1), (dWb.reshape(-1, 1), (dW - dWb).reshape(-1, 1)),
+                         np.array([[s[4], 0, 0, s[5], 0, 0]]), room)[0]
+        W = W + eta[0] * dWb + eta[1] * (dW - dWb)
+        steps.append(eta)
     assert np.all(np.diff(duals) >= -1e-12) and duals[-1] > duals[0]
+    assert any(e[1] != 1.0 for e in steps)          # the step is chosen, not fixed
+
+
+def test_epochs_over_the_active_rows_visit_the_due_rows_only():
+    """A row a step skips or leaves unchanged sits out; an epoch that is not full visits
+    only the rows ``due`` flags (ww_cocoa_due: active and in the round's part)."""
+    from streamsvm.kernels._ww_cocoa import ww_cocoa_due
+    X, y = _load("dna/dna.scale", 300)
+    _, yi = np.unique(y, return_inverse=True)
+    k, n = 3, X.shape[0]
+    W = np.zeros((X.shape[1] + 1, k))
+    state = _states(n, k)
+    rows = np.arange(n)
+    for _ in range(3):
+        dW, _, out, _ = _round(X, yi, k, 0.5, W, state, rows, 1.0, (1.0, 1.0))
+        W += dW
+    active, due = state[3], state[4]
+    assert 0 < active.sum() < n                     # some rows sit out
+    slot = np.random.default_rng(2).integers(0, 2, n)
+    out = np.zeros(8)
+    ww_cocoa_due(active, slot, 1, due, out)
+    np.testing.assert_array_equal(due, (active != 0) & (slot == 1))
+    assert out[7] == active.sum()
+    beta0 = state[0].copy()
+    _, _, out, _ = _round(X, yi, k, 0.5, W, state, rows, 1.0, (1.0, 1.0), full=False)
+    assert out[2] == due.sum() and out[0] == 0.0    # visited: the due rows; no loss summed
+    untouched = due == 0
+    np.testing.assert_array_equal(state[0][untouched], beta0[untouched])
 
 
 def test_local_and_cluster_checkpoints_do_not_resume_each_other():
-    """The local loop (RAM slab, shrinking flags) and the cluster's CoCoA+ loop keep other
+    """The local loop (RAM slab, shrinking flags) and the cluster's loop keep other
     states: each refuses the other's checkpoint by its version, saying why."""
     from streamsvm.exceptions import CheckpointError
     from streamsvm.solvers._ww_cocoa import WestonWatkinsCocoa
