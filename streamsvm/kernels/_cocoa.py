@@ -41,7 +41,7 @@ from ._csr import row_axpy, row_dots2, row_sq_norm
 from ._dcd_cert import pair
 from ._jit import kernel
 
-__all__ = ["cocoa_rows", "cocoa_settle"]
+__all__ = ["cocoa_due", "cocoa_rows", "cocoa_settle"]
 
 
 @kernel
@@ -100,8 +100,10 @@ def cocoa_rows(X, unit, y, order, prob, W, sigma, check, state, shrink, out_tmp,
     check : bool
         An exact check: every pair's loss at ``w`` is summed, and the shrunk pairs that
         violate their bound's optimality condition are re-activated (and visited).
-    state : tuple (alpha, dalpha, active) of arrays of shape (n_rows, k)
-        Updated in place (``active``: 0 once shrunk).
+    state : tuple (alpha, dalpha, active, due)
+        ``alpha``, ``dalpha``, ``active`` of shape (n_rows, k), updated in place
+        (``active``: 0 once shrunk); ``due`` (n_rows,) uint8: the rows a round that is not a
+        check visits (:func:`cocoa_due`).
     shrink : tuple (hi, lo) of arrays of shape (k,)
         The previous round's largest and smallest projected gradients (±inf: none shrunk).
     out_tmp : ndarray of shape (2, k)
@@ -119,12 +121,14 @@ def cocoa_rows(X, unit, y, order, prob, W, sigma, check, state, shrink, out_tmp,
     out_room : ndarray of shape (k,)
         Lowered to the largest step that keeps the inside rows in the box.
     """
-    active = state[2]
+    active, due = state[2], state[3]
     m0 = out_tmp[0]
     md = out_tmp[1]
     outs = (out_dW, out_dWb, out_dzu, out_s, out_pg, out_room)
     for t in range(order.shape[0]):
         i = order[t]
+        if not check and due[i] == 0:
+            continue
         live = check
         for c in range(W.shape[1]):
             live = live or active[i, c] != 0
@@ -143,7 +147,7 @@ def _visit_pair(X, unit, i, c, y, prob, W, sigma, q, margins, state, shrink, out
     """Row ``i`` under model ``c`` (:func:`cocoa_rows`; ``margins``: ``x_i·w_c`` and
     ``x_i·Δw_c`` without the bias): its loss at ``w`` summed; a shrunk pair re-activated
     when it violates its bound (a check) or left; an active pair shrunk, or stepped."""
-    alpha, dalpha, active = state
+    alpha, dalpha, active = state[0], state[1], state[2]
     out_dW, out_s, out_pg = outs[0], outs[3], outs[4]
     yi, Ci, U, D = pair(y, i, c, prob)
     d, B = W.shape[0] - 1, prob.B
@@ -236,3 +240,18 @@ def _step(X, unit, i, c, yi, UDB, a, na, alpha, dalpha, outs):
         _axpy_bias(X, unit, i, c, delta * yi, B, out_dWb)
     else:
         out_room[c] = min(out_room[c], -a / delta if delta < 0.0 else (U - a) / delta)
+
+
+@kernel
+def cocoa_due(active, slot, part, due, out_live):
+    """The rows the next round visits when it is not a check: ``due = (some pair of the row
+    active) and slot == part`` (a sweep over the active rows is cut in parts, each a round of
+    its own; each row's slot, fixed, says which); ``out_live[0] +=`` the rows with an active
+    pair."""
+    for i in range(active.shape[0]):
+        live = False
+        for c in range(active.shape[1]):
+            live = live or active[i, c] != 0
+        due[i] = 1 if live and slot[i] == part else 0
+        if live:
+            out_live[0] += 1.0

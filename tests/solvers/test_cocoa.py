@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from streamsvm.io import write_store
 from streamsvm.kernels import Costs
-from streamsvm.kernels._cocoa import cocoa_rows, cocoa_settle
+from streamsvm.kernels._cocoa import cocoa_due, cocoa_rows, cocoa_settle
 from streamsvm.schedule import Accumulator, PassScheduler
 from streamsvm.solvers._cocoa import _box_qp, best_steps
 
@@ -74,7 +74,7 @@ def _rounds(X, y, prob, K, n_rounds, sigma, check_every=0):
             cocoa_settle(y[part], a, da, eta, prob, s)
             dW = np.zeros((d + 1, 1))
             cocoa_rows(Xs, False, y[part], rng.permutation(len(part)), prob, W, sigma, check,
-                       (a, da, ac), (thr[0], thr[1]), np.empty((2, 1)), dW, acc["dWb"],
+                       (a, da, ac, np.ones(len(part), np.uint8)), (thr[0], thr[1]), np.empty((2, 1)), dW, acc["dWb"],
                        acc["dzu"], s, pg, room)
             acc["dW"] += dW
             alpha[part], dalpha[part], active[part] = a, da, ac
@@ -135,6 +135,36 @@ def test_shrunk_rows_are_skipped_and_a_check_reactivates_the_violators():
         at_c = (st["active"][:, 0] == 0) & (a == C)
         np.testing.assert_allclose(zu, st["Xb"].T @ (C * y * at_c), atol=1e-9)
     assert shrunk_seen
+
+
+def test_a_round_that_is_not_a_check_visits_the_due_rows_only():
+    """A sweep over the active rows is cut in parts (several workers): ``cocoa_due`` flags
+    the rows of the next part with an active pair, and a round visits exactly those (a
+    check visits every row)."""
+    X, y, prob = _problem(seed=2)
+    n, d = X.shape
+    active = np.ones((n, 1), np.uint8)
+    active[::3] = 0
+    slot = np.random.default_rng(0).integers(0, 3, n)
+    due, live = np.zeros(n, np.uint8), np.zeros(1)
+    cocoa_due(active, slot, 1, due, live)
+    np.testing.assert_array_equal(due, (active[:, 0] != 0) & (slot == 1))
+    assert live[0] == np.count_nonzero(active)
+    alpha, dalpha = np.zeros((n, 1)), np.zeros((n, 1))
+    for check, visited in ((False, due.sum()), (True, None)):
+        s, pg = np.zeros((1, 11)), np.array([[-np.inf, np.inf]])
+        a0 = alpha.copy()
+        cocoa_rows((X.indptr, X.indices, X.data), False, y, np.arange(n), prob,
+                   np.zeros((d + 1, 1)), 1.0, check, (alpha, dalpha, active, due),
+                   (np.full(1, np.inf), np.full(1, -np.inf)), np.empty((2, 1)),
+                   np.zeros((d + 1, 1)), np.zeros((d + 1, 1)), np.zeros((d + 1, 1)), s, pg,
+                   np.full(1, np.inf))
+        if check:                       # every row's loss at w (= 0 here): C each
+            assert s[0, 0] == pytest.approx(prob.Cp[0] * n)
+        else:
+            assert s[0, 1] == visited and s[0, 0] == pytest.approx(prob.Cp[0] * visited)
+            np.testing.assert_array_equal(alpha[due == 0], a0[due == 0])
+            assert (alpha[due == 1] != a0[due == 1]).any()
 
 
 def test_map_reduce_counts_only_the_flagged_rows_of_blocks_kept_in_memory(tmp_path):
