@@ -72,7 +72,7 @@ RUN_PARAMS = (
           "S3, with --storage-option) and --memory is each worker's budget; alm, nesvm and "
           "newton (dense Hessian) give the local weights bit for bit, dcd and avsf run "
           "rounds of dual CD with shrinking on every worker and an exact step on their "
-          "changes, ww a CoCoA+ loop, to the same certified optimum"),
+          "changes, ww the same with Walrus steps, to the same certified optimum"),
 )
 
 
@@ -190,7 +190,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         ``newton`` with its dense Hessian) give the local run's weights bit for bit; the
         dual coordinate-descent solvers run rounds of local dual CD on every worker to the
         same certified optimum (``dcd``, ``avsf``: with shrinking and an exact step on the
-        workers' changes, ``solvers/_cocoa.py``; ``ww``: CoCoA+); what cannot run there (``newton``'s Hessian-free path
+        workers' changes, ``solvers/_cocoa.py``; ``ww``: the same with Walrus steps,
+        ``solvers/_ww_cocoa.py``); what cannot run there (``newton``'s Hessian-free path
         and hinge polish) is refused before the first pass. A worker lost during a pass: the
         run resumes from its last snapshot on the workers left.
     **params

@@ -84,7 +84,7 @@ class WestonWatkinsSolver(WestonWatkinsBase):
     whole = False           # the RAM slab holds every row (set by start)
 
     def for_cluster(self, store):
-        """On a dask cluster: the CoCoA+ outer loop on the same problem
+        """On a dask cluster: the distributed loop on the same problem
         (``_ww_cocoa.py``)."""
         return WestonWatkinsCocoa(**self.get_params())
 
