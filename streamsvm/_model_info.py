@@ -83,9 +83,13 @@ def model_info_text(info: dict) -> str:
             lines.append(("trained", f"{t.get('n_iter', '?')} iterations, {t['passes']:.2f} "
                                      f"passes, primal {t['primal']:.6f}, dual {t['dual']:.6f}, "
                                      f"relative gap {gap:.2e}, {state}"))
-        if t.get("store") or t.get("n_rows"):
-            rows = f" ({t['n_rows']:,} rows)" if t.get("n_rows") else ""
-            lines.append(("trained on", f"{t.get('store') or 'in-memory data'}{rows}"))
+        if "store" in t or t.get("n_rows"):
+            rows = f"{t['n_rows']:,} rows" if t.get("n_rows") else "rows unknown"
+            st = t.get("store")
+            where = "in-memory data" if not st else \
+                f"store {st.get('store_id') or '(no id)'}, converted from " + \
+                (", ".join(st.get("converted_from") or []) or "(unknown)")
+            lines.append(("trained on", f"{where} ({rows})"))
     width = max(len(k) for k, _ in lines) + 2
     out = [f"{k:<{width}}{v}" for k, v in lines]
     if info["largest_weights"]:

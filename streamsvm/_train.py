@@ -76,6 +76,16 @@ RUN_PARAMS = (
 )
 
 
+def _store_record(store) -> dict:
+    """What a model's summary says of its store (``info MODEL``): its ``store_id`` and the
+    files it was converted from, not its path (a store moved or named by another path
+    trains the same model file, byte for byte)."""
+    meta = store.meta
+    files = ((meta.get("source") or {}).get("files")) or []
+    return {"store_id": meta.get("store_id"),
+            "converted_from": [f.get("url") for f in files if isinstance(f, dict)]}
+
+
 def _store_identity(store) -> dict:
     """What a checkpoint records of its store: counts plus the ``store_id`` written at
     conversion (the same wherever the store is and whatever path names it); stores
@@ -275,7 +285,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     # the history's deterministic columns: a run killed and resumed writes the same model
     # file, byte for byte (seconds and I/O are in train --json and SolveResult.history)
     summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
-                   store=None if isinstance(store, InMemoryStore) else store.url,
+                   store=None if isinstance(store, InMemoryStore) else _store_record(store),
                    history=[{k: h[k] for k in MODEL_HISTORY_KEYS} for h in result.history])
     Cs = slv.Cs
     if len(Cs) > 1:          # a path of C values: one model per C (rows of the result)

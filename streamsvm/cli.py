@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -215,6 +216,19 @@ def _cmd_info(args) -> int:
     return 0
 
 
+def _is_stdout(path: str) -> bool:
+    """Whether the output ``path`` is this process's standard output (``-``, or a name of
+    the same file: ``/dev/stdout``, ``/proc/self/fd/1``)."""
+    from .io import STDOUT
+    if path == STDOUT:
+        return True
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _is_model_file(path: str, so: dict) -> bool:
     """Whether ``path`` is a file that begins as a model does (streamsvm JSON or LIBLINEAR
     text); anything else is read as a store (and refused as one, naming it)."""
@@ -341,8 +355,8 @@ def _cmd_train(args) -> int:
                "model": args.output if len(outputs) == 1 else list(outputs.values()),
                "history": result.history}
     from .io import STDOUT
-    # -o -: standard output carries the model, the summary goes to standard error
-    said = sys.stderr if STDOUT in outputs.values() else sys.stdout
+    # -o - (or /dev/stdout): standard output carries the model, the summary goes to stderr
+    said = sys.stderr if any(_is_stdout(o) for o in outputs.values()) else sys.stdout
     if args.json:
         print(json.dumps(summary), file=said)
     else:                       # -q removes the progress display only

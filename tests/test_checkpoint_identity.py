@@ -40,7 +40,7 @@ def test_resume_under_another_memory_budget_is_refused(store, tmp_path, capsys):
     assert _train(store, tmp_path, "--memory", "8MB") == 0
     assert _train(store, tmp_path, "--memory", "200MB", "--resume") == 2
     err = _error(capsys)
-    assert "was written by a run with memory=8000000; this run has memory=200000000" in err
+    assert "was written by a run with --memory 8000000; this run has --memory 200000000" in err
     # the same budget however it is spelled resumes
     assert _train(store, tmp_path, "--memory", "8000000", "--resume", out="again.json") == 0
     assert (tmp_path / "again.json").read_bytes() == (tmp_path / "m.json").read_bytes()
@@ -49,7 +49,7 @@ def test_resume_under_another_memory_budget_is_refused(store, tmp_path, capsys):
 def test_resume_with_another_readers_count_is_refused(store, tmp_path, capsys):
     assert _train(store, tmp_path, "--readers", "1") == 0
     assert _train(store, tmp_path, "--readers", "2", "--resume") == 2
-    assert "with readers=1; this run has readers=2" in _error(capsys)
+    assert "with --readers 1; this run has --readers 2" in _error(capsys)
     assert _train(store, tmp_path, "--readers", "1", "--resume", out="again.json") == 0
     assert (tmp_path / "again.json").read_bytes() == (tmp_path / "m.json").read_bytes()
 
@@ -104,10 +104,9 @@ def test_another_run_does_not_prune_an_interrupted_runs_checkpoints(store, refer
     assert _train(store, tmp_path, "--seed", "1", out="other.json") == 2
     err = _error(capsys)
     assert (f"checkpoint directory {tmp_path / 'ck'} holds the checkpoints of another run (the "
-            f"newest, {_newest(before)}, was written by a run with seed=0; this run has "
-            f"seed=1); they are kept: use another --checkpoint directory, or pass "
-            f"--overwrite-checkpoint (overwrite_checkpoint=True) to delete them and start "
-            f"afresh") in err
+            f"newest, {_newest(before)}, was written by a run with --seed 0; this run has "
+            f"--seed 1); they are kept: use another --checkpoint directory, or pass "
+            f"--overwrite-checkpoint to delete them and start afresh") in err
     assert _snapshot(tmp_path / "ck") == before and not (tmp_path / "other.json").exists()
     assert _train(store, tmp_path, "--resume") == 0
     assert (tmp_path / "m.json").read_bytes() == reference[0]
@@ -137,8 +136,8 @@ def test_resume_of_another_run_names_the_way_out(store, reference, tmp_path, cap
     before = _interrupted(store, tmp_path, capsys, monkeypatch)
     assert _train(store, tmp_path, "--seed", "1", "--resume") == 2
     err = _error(capsys)
-    assert "was written by a run with seed=0; this run has seed=1" in err
-    assert "--overwrite-checkpoint (overwrite_checkpoint=True) deletes its checkpoints" in err
+    assert "was written by a run with --seed 0; this run has --seed 1" in err
+    assert "--overwrite-checkpoint deletes its checkpoints" in err
     assert _snapshot(tmp_path / "ck") == before
     assert _train(store, tmp_path, "--seed", "1", "--resume", "--overwrite-checkpoint") == 0
     assert (tmp_path / "m.json").read_bytes() == reference[1]

@@ -59,17 +59,55 @@ def _screen(text: str) -> list[str]:
     return lines
 
 
+def _cli_on_a_terminal(*args) -> tuple[int, str]:
+    """Run the CLI with its stderr on a pseudo-terminal (where the progress is a bar);
+    returns its exit status and what the terminal received."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 120 columns
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]]
+                                                       if "PYTHONPATH" in env else []))
+    proc = subprocess.Popen([sys.executable, "-m", "streamsvm.cli", *args], env=env,
+                            stderr=slave, stdout=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:                 # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(), b"".join(chunks).decode(errors="replace")
+
+
 def test_log_lines_are_not_glued_to_the_progress_bar(tmp_path):
     # -v before the subcommand: works with and without the -v-after-subcommand fix
-    proc = _cli("-v", "convert", "--zero-based", "auto", str(_text(tmp_path)),
-                str(tmp_path / "s.zarr"))
-    err = proc.stderr.read()
-    assert proc.wait() == 0, err
+    rc, err = _cli_on_a_terminal("-v", "convert", "--zero-based", "auto",
+                                 str(_text(tmp_path)), str(tmp_path / "s.zarr"))
+    assert rc == 0, err
     screen = _screen(err)
     logs = [ln for ln in screen if "INFO" in ln]
     assert any("--zero-based auto" in ln for ln in logs), screen
     assert all(ln.startswith("INFO streamsvm") for ln in logs), screen   # not after a bar
     assert any(ln.startswith("convert: 100%") for ln in screen), screen  # the bar is there
+
+
+def test_progress_to_a_pipe_is_plain_lines(tmp_path):
+    proc = _cli("-v", "convert", "--zero-based", "auto", str(_text(tmp_path)),
+                str(tmp_path / "s.zarr"))
+    err = proc.stderr.read()
+    assert proc.wait() == 0, err
+    lines = err.splitlines()
+    assert "\r" not in err
+    assert any(ln.startswith("INFO streamsvm") and "--zero-based auto" in ln for ln in lines)
+    assert any(ln.startswith("convert: finished, ") for ln in lines), lines   # the summary
 
 
 @pytest.mark.parametrize("flags, level", [(["convert", "-v"], "INFO"),

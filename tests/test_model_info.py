@@ -44,13 +44,16 @@ def test_info_of_a_trained_model_says_what_it_is_and_how_it_was_trained(dna_stor
         assert model.coef[row, w["feature"] - 1] == w["weight"]
     t = info["training"]
     assert t["solver"] == "dcd" and t["params"]["C"] == 0.1 and t["params"]["loss"] == "hinge"
-    assert t["certified"] and t["gap"] <= 1e-3 and t["store"] == str(dna_store)
+    from streamsvm.io import open_store
+    assert t["certified"] and t["gap"] <= 1e-3
+    assert t["store"] == {"store_id": open_store(str(dna_store)).meta["store_id"],
+                          "converted_from": [str(shared_dataset("dna/dna.scale"))]}
     assert t["n_rows"] == 2000 and t["passes"] == model.summary["passes"]
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
     assert "task        multiclass" in text and "classes     1, 2, 3" in text
     assert "certified (exact gap within tol)" in text
-    assert f"trained on  {dna_store} (2,000 rows)" in text
+    assert f"converted from {shared_dataset('dna/dna.scale')} (2,000 rows)" in text
     assert "largest weights (feature id: weight, model):" in text
 
 

@@ -174,9 +174,9 @@ def test_liblinear_export_predicts_the_same(a9a_store, tmp_path):
 def test_bad_train_parameters_exit_2(a9a_store, tmp_path, capsys):
     store = str(a9a_store / "a9a.zarr")
     out = str(tmp_path / "m.json")
-    for args, needle in [(["-C", "0"], "'C'"), (["-C", "-2"], "'C'"),
-                         (["--tol", "0"], "'tol'"), (["--memory", "much"], "'memory'"),
-                         (["--readers", "0"], "'readers'")]:
+    for args, needle in [(["-C", "0"], "The -C option"), (["-C", "-2"], "The -C option"),
+                         (["--tol", "0"], "The --tol option"), (["--memory", "much"], "memory"),
+                         (["--readers", "0"], "readers")]:
         assert main(["train", store, "-o", out, "-q", *args]) == 2
         assert needle in capsys.readouterr().err
     assert main(["train", str(tmp_path / "none.zarr"), "-o", out, "-q"]) == 2
@@ -226,5 +226,6 @@ def test_evaluate_prints_each_class_of_a_multiclass_model(tmp_path, capsys):
     assert main(["evaluate", str(model), test]) == 0
     text = capsys.readouterr().out.splitlines()
     assert text[0].startswith(f"accuracy {ev['accuracy']:.4f}")
-    for label, c in ev["per_class"].items():
-        assert f"{label} {c['accuracy']:.4f} ({c['rows']:,})" in text[1]
+    for label, c in ev["per_class"].items():      # a row per class: precision, recall, F1
+        assert any(ln.split()[:5] == [label, f"{c['precision']:.4f}", f"{c['recall']:.4f}",
+                                      f"{c['f1']:.4f}", f"{c['rows']:,}"] for ln in text)

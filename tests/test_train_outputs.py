@@ -181,13 +181,13 @@ def test_mismatching_checkpoint_names_every_differing_parameter(dna_store, tmp_p
     newest = _manifests(ckpt)[-1]
     assert main(base + ["--resume", "-C", "2"]) == 2
     err = capsys.readouterr().err
-    assert (f"checkpoint {newest} under {ckpt} was written by a run with C=1.0; this run has "
-            f"C=2.0 — resume with the same data and parameters or use another --checkpoint "
+    assert (f"checkpoint {newest} under {ckpt} was written by a run with -C 1.0; this run has "
+            f"-C 2.0 — resume with the same data and parameters or use another --checkpoint "
             f"directory") in err
     assert main(base + ["--resume", "-C", "2", "--seed", "3", "--loss", "hinge"]) == 2
     err = capsys.readouterr().err
-    assert ("with C=1.0, loss='squared_hinge', seed=0; this run has C=2.0, loss='hinge', "
-            "seed=3") in err
+    assert ("with -C 1.0, --loss squared_hinge, --seed 0; this run has -C 2.0, --loss hinge, "
+            "--seed 3") in err
     assert "{" not in err                        # no raw dict
     other = tmp_path / "other.zarr"              # converted again: another store
     convert(str(shared_dataset("dna/dna.scale")), str(other), chunk_rows=256)
