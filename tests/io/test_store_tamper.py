@@ -12,6 +12,7 @@ of ones, a binary store with values, and a letter-like multiclass store.
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 
 import numpy as np
@@ -202,6 +203,18 @@ def _tampered(root, src, edit) -> dict:
         shutil.rmtree(case)
 
 
+def _answer(cmd, result):
+    """What must not change: the output, but of a model file its provenance left out (its
+    summary's ``store``: the store's id and source files, which say what the attributes say,
+    and that field's checksum); every other byte of the model is compared."""
+    if cmd != "train":
+        return result
+    doc = json.loads(result)
+    doc["summary"].pop("store", None)
+    doc["checksums"].pop("summary", None)
+    return doc
+
+
 def _check_case(root, src, results, what, key, edit, loud) -> None:
     got = _tampered(root, src, edit)
     for cmd, (rc, result, err) in got.items():
@@ -211,7 +224,8 @@ def _check_case(root, src, results, what, key, edit, loud) -> None:
             if cmd != "verify":
                 assert err.count("\n") == 1 and err.startswith(f"streamsvm {cmd}: error: "), err
         else:
-            assert result == results[cmd][1], f"{what}, {cmd}: exit 0 with another answer"
+            assert _answer(cmd, result) == _answer(cmd, results[cmd][1]), \
+                f"{what}, {cmd}: exit 0 with another answer"
     if loud:
         assert all(rc == 2 for rc, _, _ in got.values()), \
             f"{what}: exit {[(cmd, r[0]) for cmd, r in got.items()]}"
