@@ -1,12 +1,16 @@
 """How the command line's arguments are declared and read: fsspec options, the ``train``
 options generated from the run's table and every solver's declared parameters (no
 hand-copied flag list), and the values they give (class weights, solver parameters, the
-model outputs of a path of C values)."""
+model outputs of a path of C values), and what a path argument names (standard output, a
+model file)."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import sys
 import textwrap
 
 from .exceptions import InvalidParameterError
@@ -16,7 +20,7 @@ QUIET_HELP = ("no progress display (on stderr: a bar on a terminal; redirected t
               "are still printed")
 
 __all__ = ["storage_options", "add_storage", "add_train", "add_param", "class_weight",
-           "solver_args", "path_outputs"]
+           "solver_args", "path_outputs", "is_stdout", "is_model_file"]
 
 
 def storage_options(pairs) -> dict:
@@ -156,3 +160,31 @@ def path_outputs(output: str, C_path) -> dict:
     if len(set(outputs.values())) < len(C_path):
         raise InvalidParameterError(f"--C-path names a C value twice: {C_path}")
     return outputs
+
+
+def is_stdout(path: str) -> bool:
+    """Whether the output ``path`` is this process's standard output (``-``, or a name of
+    the same file: ``/dev/stdout``, ``/proc/self/fd/1``)."""
+    from .io import STDOUT
+    if path == STDOUT:
+        return True
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def is_model_file(path: str, so: dict) -> bool:
+    """Whether ``path`` is a file that begins as a model does (streamsvm JSON or LIBLINEAR
+    text); anything else is read as a store (and refused as one, naming it)."""
+    from .io import url_to_fs
+    try:
+        fs, p = url_to_fs(path, so)
+        if not fs.isfile(p):
+            return False
+        with fs.open(p, "rb") as f:
+            start = f.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()
+    except Exception:           # unreadable: the store path says why, as before
+        return False
+    return start.startswith((b"{", b"solver_type"))

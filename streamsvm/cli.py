@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
 import os
@@ -11,8 +10,8 @@ import select
 import sys
 import warnings
 
-from ._cli_args import (QUIET_HELP, add_storage, add_train, path_outputs, solver_args,
-                        storage_options)
+from ._cli_args import (QUIET_HELP, add_storage, add_train, is_model_file, is_stdout,
+                        path_outputs, solver_args, storage_options)
 from ._cli_words import cli_words, warning_line
 from .exceptions import InvalidParameterError, StreamSVMError
 
@@ -191,7 +190,7 @@ def _cmd_convert(args) -> int:
 def _cmd_info(args) -> int:
     from .io import open_store
     so = storage_options(args.storage_option)
-    if _is_model_file(args.store, so):
+    if is_model_file(args.store, so):
         from ._model_info import model_info, model_info_text
         info = model_info(_load_model(args.store, so), args.store)
         print(json.dumps(info) if args.json else model_info_text(info))
@@ -214,34 +213,6 @@ def _cmd_info(args) -> int:
           f"compression  {info['compression']}\n"
           f"source       " + ", ".join(f["url"] for f in info["source"]["files"]))
     return 0
-
-
-def _is_stdout(path: str) -> bool:
-    """Whether the output ``path`` is this process's standard output (``-``, or a name of
-    the same file: ``/dev/stdout``, ``/proc/self/fd/1``)."""
-    from .io import STDOUT
-    if path == STDOUT:
-        return True
-    try:
-        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _is_model_file(path: str, so: dict) -> bool:
-    """Whether ``path`` is a file that begins as a model does (streamsvm JSON or LIBLINEAR
-    text); anything else is read as a store (and refused as one, naming it)."""
-    from .io import url_to_fs
-    try:
-        fs, p = url_to_fs(path, so)
-        if not fs.isfile(p):
-            return False
-        with fs.open(p, "rb") as f:
-            start = f.read(64).removeprefix(b"\xef\xbb\xbf").lstrip()
-    except Exception:           # unreadable: the store path says why, as before
-        return False
-    return start.startswith((b"{", b"solver_type"))
 
 
 def _cmd_verify(args) -> int:
@@ -356,7 +327,7 @@ def _cmd_train(args) -> int:
                "history": result.history}
     from .io import STDOUT
     # -o - (or /dev/stdout): standard output carries the model, the summary goes to stderr
-    said = sys.stderr if any(_is_stdout(o) for o in outputs.values()) else sys.stdout
+    said = sys.stderr if any(is_stdout(o) for o in outputs.values()) else sys.stdout
     if args.json:
         print(json.dumps(summary), file=said)
     else:                       # -q removes the progress display only

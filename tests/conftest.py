@@ -20,7 +20,7 @@ def shared_dataset(relpath: str) -> pathlib.Path:
     """Path of a real LIBSVM data set the tests use (``"a9a/a9a"``, ``"usps/usps.t"``, …):
     the whole file as published, committed xz-compressed under ``tests/data/`` and
     unpacked once per test session into a read-only temporary file, so the suite runs
-    the same in any clone (``../shared/datasets`` is for benchmarks only)."""
+    the same in any clone (the team's data folder is for benchmarks only)."""
     if relpath not in _unpacked:
         packed = DATA / (relpath + ".xz")
         if not packed.is_file():

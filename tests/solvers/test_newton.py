@@ -29,7 +29,7 @@ def _load(name, n=None, n_features=None):
 
 
 def _bundled_a9a(n=None):
-    """a9a as the package bundles it (the tests that use it run without ../shared)."""
+    """a9a as the package bundles it (the tests that use it need no data folder)."""
     from streamsvm.data import sample_path
     X, y = sk.load_svmlight_file(str(sample_path("a9a")), n_features=123)
     X = sp.csr_matrix(X)
