@@ -16,7 +16,7 @@ DATA = pathlib.Path(__file__).resolve().parent / "data"
 _unpacked: dict[str, pathlib.Path] = {}
 
 
-def shared_dataset(relpath: str) -> pathlib.Path:
+def data_file(relpath: str) -> pathlib.Path:
     """Path of a real LIBSVM data set the tests use (``"a9a/a9a"``, ``"usps/usps.t"``, …):
     the whole file as published, committed xz-compressed under ``tests/data/`` and
     unpacked once per test session into a read-only temporary file, so the suite runs

@@ -10,7 +10,7 @@ import pytest
 from streamsvm._cli_words import cli_words
 from streamsvm.cli import build_parser, main
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 
 @pytest.mark.parametrize("command, text, said", [
@@ -28,8 +28,8 @@ def test_python_arguments_become_flags(command, text, said):
 
 def test_errors_on_the_command_line_name_flags(tmp_path, capsys):
     store = tmp_path / "dna.zarr"
-    assert main(["convert", str(shared_dataset("dna/dna.scale")), str(store), "-q"]) == 0
-    assert main(["convert", str(shared_dataset("dna/dna.scale")), str(store), "-q"]) == 2
+    assert main(["convert", str(data_file("dna/dna.scale")), str(store), "-q"]) == 0
+    assert main(["convert", str(data_file("dna/dna.scale")), str(store), "-q"]) == 2
     err = capsys.readouterr().err
     assert "--overwrite to replace it" in err and "overwrite=True" not in err
     assert main(["train", str(store), "-o", str(tmp_path / "m.json"), "--solver", "nesvm",

@@ -16,7 +16,7 @@ from streamsvm.checkpoint import CheckpointManager
 from streamsvm.cli import main
 from streamsvm.io import convert
 
-from .conftest import fill_disk, shared_dataset
+from .conftest import fill_disk, data_file
 
 pytestmark = pytest.mark.filterwarnings("ignore::streamsvm.exceptions.ConvergenceWarning")
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::streamsvm.exceptions.Convergenc
 @pytest.fixture(scope="module")
 def dna_store(tmp_path_factory):
     url = tmp_path_factory.mktemp("dna") / "dna.zarr"
-    convert(str(shared_dataset("dna/dna.scale")), str(url), chunk_rows=256)
+    convert(str(data_file("dna/dna.scale")), str(url), chunk_rows=256)
     return url
 
 

@@ -15,7 +15,7 @@ from streamsvm._metrics import Metrics
 from streamsvm.cli import main
 from streamsvm.model import load_model
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 
 def _check_against_sklearn(res, y, pred, classes):
@@ -34,7 +34,7 @@ def _check_against_sklearn(res, y, pred, classes):
 
 @pytest.mark.parametrize("data, n_features", [("a9a/a9a", 123), ("dna/dna.scale", 180)])
 def test_evaluate_metrics_equal_scikit_learns(data, n_features, tmp_path, capsys):
-    train, test = shared_dataset(data), shared_dataset(data + ".t")
+    train, test = data_file(data), data_file(data + ".t")
     model_path = tmp_path / "m.json"
     store = tmp_path / "train.zarr"
     assert main(["convert", str(train), str(store), "-q"]) == 0

@@ -18,24 +18,24 @@ from streamsvm.exceptions import (DataMismatchError, InvalidParameterError, Mode
 from streamsvm.io import convert, write_store
 from streamsvm.model import load_model
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 LOGGER = "streamsvm._evaluate"
 sk_datasets = pytest.importorskip("sklearn.datasets")
 
 
 def _load(relpath, n_features=None):
-    return sk_datasets.load_svmlight_file(str(shared_dataset(relpath)), n_features=n_features)
+    return sk_datasets.load_svmlight_file(str(data_file(relpath)), n_features=n_features)
 
 
 @pytest.fixture(scope="module")
 def dna(tmp_path_factory):
     """dna stores, and a 3-class model trained on them (180 features, classes 1, 2, 3)."""
     d = tmp_path_factory.mktemp("dna")
-    convert(str(shared_dataset("dna/dna.scale")), str(d / "dna.zarr"), chunk_rows=512)
-    convert(str(shared_dataset("dna/dna.scale.t")), str(d / "dna.t.zarr"), chunk_rows=512,
+    convert(str(data_file("dna/dna.scale")), str(d / "dna.zarr"), chunk_rows=512)
+    convert(str(data_file("dna/dna.scale.t")), str(d / "dna.t.zarr"), chunk_rows=512,
             n_features=180)
-    convert(str(shared_dataset("usps/usps.t")), str(d / "usps.t.zarr"), chunk_rows=512)
+    convert(str(data_file("usps/usps.t")), str(d / "usps.t.zarr"), chunk_rows=512)
     assert main(["train", str(d / "dna.zarr"), "-o", str(d / "dna.json"), "-q"]) == 0
     assert main(["train", str(d / "dna.zarr"), "-o", str(d / "dna.liblinear"), "-q",
                  "--format", "liblinear"]) == 0
@@ -45,7 +45,7 @@ def dna(tmp_path_factory):
 # -- 1. labels outside the model's classes ------------------------------------------------
 
 def test_evaluate_refuses_labels_outside_the_model_classes(dna, capsys):
-    usps = shared_dataset("usps/usps.t")
+    usps = data_file("usps/usps.t")
     model = str(dna / "dna.json")
     assert main(["evaluate", model, str(dna / "usps.t.zarr")]) == 2
     err = capsys.readouterr().err
@@ -97,7 +97,7 @@ def _warnings(caplog):
 @pytest.mark.parametrize("data", ["dna.t.zarr", "libsvm"])
 def test_unseen_features_are_reported_once(dna, narrow, data, capsys, caplog):
     _, model, expect = narrow
-    path = str(dna / data) if data != "libsvm" else str(shared_dataset("dna/dna.scale.t"))
+    path = str(dna / data) if data != "libsvm" else str(data_file("dna/dna.scale.t"))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert main(["evaluate", str(model), path, "--json"]) == 0
     ev = json.loads(capsys.readouterr().out)
@@ -135,7 +135,7 @@ def test_estimator_refuses_a_different_number_of_columns(narrow):
 @pytest.fixture(scope="module")
 def a9a_models(tmp_path_factory):
     d = tmp_path_factory.mktemp("a9a")
-    convert(str(shared_dataset("a9a/a9a")), str(d / "a9a.zarr"), chunk_rows=4096)
+    convert(str(data_file("a9a/a9a")), str(d / "a9a.zarr"), chunk_rows=4096)
     for fmt in ("streamsvm", "liblinear"):
         assert main(["train", str(d / "a9a.zarr"), "-o", str(d / f"m.{fmt}"), "-q", "--loss",
                      "hinge", "--format", fmt]) == 0
@@ -146,9 +146,9 @@ def a9a_models(tmp_path_factory):
 def test_liblinear_export_reads_back_as_the_same_model(which, dna, a9a_models, capsys):
     if which == "a9a":
         js, ll, test = (a9a_models / "m.streamsvm", a9a_models / "m.liblinear",
-                        shared_dataset("a9a/a9a.t"))
+                        data_file("a9a/a9a.t"))
     else:
-        js, ll, test = dna / "dna.json", dna / "dna.liblinear", shared_dataset("dna/dna.scale.t")
+        js, ll, test = dna / "dna.json", dna / "dna.liblinear", data_file("dna/dna.scale.t")
     a, b = load_model(js), load_model(ll)
     assert b.task == a.task and np.array_equal(b.classes, a.classes)
     np.testing.assert_array_equal(b.coef, a.coef)
@@ -178,7 +178,7 @@ def test_liblinear_export_reads_back_as_the_same_model(which, dna, a9a_models, c
 def test_model_written_by_liblinear_predicts_like_liblinear(data, options, tmp_path, capsys):
     ll = pytest.importorskip("liblinear.liblinearutil")
     X, y = _load(data)
-    test = shared_dataset(data + ".t")
+    test = data_file(data + ".t")
     Xt, yt = _load(data + ".t", n_features=X.shape[1])
     path = str(tmp_path / "liblinear.model")
     ll.save_model(path, ll.train(y, X, options + " -q"))

@@ -12,14 +12,14 @@ from streamsvm.cli import main
 from streamsvm.model import LinearModel, load_model
 from streamsvm._model_info import model_info
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 
 @pytest.fixture(scope="module")
 def dna_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("info")
     store = d / "dna.zarr"
-    assert main(["convert", str(shared_dataset("dna/dna.scale")), str(store), "-q"]) == 0
+    assert main(["convert", str(data_file("dna/dna.scale")), str(store), "-q"]) == 0
     return store
 
 
@@ -47,13 +47,13 @@ def test_info_of_a_trained_model_says_what_it_is_and_how_it_was_trained(dna_stor
     from streamsvm.io import open_store
     assert t["certified"] and t["gap"] <= 1e-3
     assert t["store"] == {"store_id": open_store(str(dna_store)).meta["store_id"],
-                          "converted_from": [str(shared_dataset("dna/dna.scale"))]}
+                          "converted_from": [str(data_file("dna/dna.scale"))]}
     assert t["n_rows"] == 2000 and t["passes"] == model.summary["passes"]
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
     assert "task        multiclass" in text and "classes     1, 2, 3" in text
     assert "certified (exact gap within tol)" in text
-    assert f"converted from {shared_dataset('dna/dna.scale')} (2,000 rows)" in text
+    assert f"converted from {data_file('dna/dna.scale')} (2,000 rows)" in text
     assert "largest weights (feature id: weight, model):" in text
 
 

@@ -11,7 +11,7 @@ from streamsvm import _progress
 from streamsvm._progress import LogLines, progress_bar
 from streamsvm.cli import main
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 
 class _Clock:
@@ -65,7 +65,7 @@ def test_a_terminal_gets_a_bar_and_a_file_gets_lines():
 
 @pytest.fixture
 def dna_svm():
-    return shared_dataset("dna/dna.scale")
+    return data_file("dna/dna.scale")
 
 
 def test_train_and_convert_write_plain_lines_to_a_redirected_stderr(dna_svm, tmp_path, capsys,

@@ -13,7 +13,7 @@ import pytest
 
 from streamsvm import _scratch
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"),
                                  reason="process start times from /proc (Linux)"),
@@ -132,7 +132,7 @@ def _convert(src, out, scratch, script):
 
 
 def test_convert_shuffle_folders_removed_on_sigterm_and_swept_after_sigkill(tmp_path):
-    src, scratch = shared_dataset("a9a/a9a"), tmp_path / "scratch"
+    src, scratch = data_file("a9a/a9a"), tmp_path / "scratch"
     proc = _convert(src, tmp_path / "a.zarr", scratch, SLOW_SHUFFLE)
     try:
         _wait_for(proc, "SCATTER")

@@ -17,7 +17,7 @@ from streamsvm.cli import main
 from streamsvm.io import convert
 from streamsvm.model import load_model
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 TRAIN = [sys.executable, "-m", "streamsvm.cli", "train"]
 
@@ -25,9 +25,9 @@ TRAIN = [sys.executable, "-m", "streamsvm.cli", "train"]
 @pytest.fixture(scope="module")
 def a9a_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("a9a")
-    src = shared_dataset("a9a/a9a")
+    src = data_file("a9a/a9a")
     convert(str(src), str(d / "a9a.zarr"), chunk_rows=2048)
-    convert(str(shared_dataset("a9a/a9a.t")), str(d / "a9a.t.zarr"), chunk_rows=4096,
+    convert(str(data_file("a9a/a9a.t")), str(d / "a9a.t.zarr"), chunk_rows=4096,
             n_features=123)
     return d
 
@@ -109,7 +109,7 @@ def test_train_predict_evaluate(a9a_store, tmp_path, capsys):
     ev = json.loads(capsys.readouterr().out)
     assert ev["n_rows"] == 16281 and 0.84 < ev["accuracy"] < 0.86 and ev["objective"] > 0
     # a libsvm file (not a store) gives the same numbers
-    assert main(["evaluate", str(model), str(shared_dataset("a9a/a9a.t")), "--json"]) == 0
+    assert main(["evaluate", str(model), str(data_file("a9a/a9a.t")), "--json"]) == 0
     ev2 = json.loads(capsys.readouterr().out)
     assert ev2["accuracy"] == ev["accuracy"]
     assert ev2["objective"] == pytest.approx(ev["objective"], rel=1e-6)
@@ -124,7 +124,7 @@ def test_train_predict_evaluate(a9a_store, tmp_path, capsys):
     m = load_model(model)
     y = np.array([float(v) for v in lines])
     assert np.mean(y == np.array([1.0 if "+1" in l.split()[0] or l.split()[0] == "1" else -1.0
-                                  for l in shared_dataset("a9a/a9a.t").read_text().splitlines()
+                                  for l in data_file("a9a/a9a.t").read_text().splitlines()
                                   ])) == pytest.approx(ev["accuracy"])
     assert m.task == "binary"
 
@@ -165,7 +165,7 @@ def test_liblinear_export_predicts_the_same(a9a_store, tmp_path):
     assert main(["train", str(store), "-o", str(tmp_path / "m.json"), "-q"]) == 0
     assert main(["train", str(store), "-o", str(out), "--format", "liblinear", "-q"]) == 0
     ll = lib.load_model(str(out))
-    Xt, yt = sk.load_svmlight_file(str(shared_dataset("a9a/a9a.t")), n_features=123)
+    Xt, yt = sk.load_svmlight_file(str(data_file("a9a/a9a.t")), n_features=123)
     p_ll, _, _ = lib.predict(yt, Xt, ll, "-q")
     ours = load_model(tmp_path / "m.json").predict(Xt)
     assert np.mean(np.asarray(p_ll) == ours) == 1.0
@@ -195,8 +195,8 @@ def test_s3_end_to_end(s3, tmp_path, capsys):
           "--storage-option", f"client_kwargs.endpoint_url={endpoint}"]
     import s3fs
     fs = s3fs.S3FileSystem(**opts)
-    fs.put(str(shared_dataset("dna/dna.scale")), f"{bucket}/dna.svm")
-    fs.put(str(shared_dataset("dna/dna.scale.t")), f"{bucket}/dna.t.svm")
+    fs.put(str(data_file("dna/dna.scale")), f"{bucket}/dna.svm")
+    fs.put(str(data_file("dna/dna.scale.t")), f"{bucket}/dna.t.svm")
     assert main(["convert", f"{bucket}/dna.svm", f"{bucket}/dna.zarr", "-q", *so]) == 0
     assert main(["train", f"{bucket}/dna.zarr", "-o", f"{bucket}/model.json", "-q",
                  "--checkpoint", f"{bucket}/ckpt", "--checkpoint-every-passes", "2", *so]) == 0
@@ -215,10 +215,10 @@ def test_s3_end_to_end(s3, tmp_path, capsys):
 
 def test_evaluate_prints_each_class_of_a_multiclass_model(tmp_path, capsys):
     store, model = tmp_path / "dna.zarr", tmp_path / "m.json"
-    convert(str(shared_dataset("dna/dna.scale")), str(store), chunk_rows=1024)
+    convert(str(data_file("dna/dna.scale")), str(store), chunk_rows=1024)
     assert main(["train", str(store), "-o", str(model), "-q"]) == 0
     capsys.readouterr()
-    test = str(shared_dataset("dna/dna.scale.t"))
+    test = str(data_file("dna/dna.scale.t"))
     assert main(["evaluate", str(model), test, "--json"]) == 0
     ev = json.loads(capsys.readouterr().out)
     assert set(ev["per_class"]) == {"1", "2", "3"}

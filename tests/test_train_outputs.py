@@ -20,13 +20,13 @@ from streamsvm._train import _store_identity
 from streamsvm.exceptions import CheckpointError, OutputNotWritableError
 from streamsvm.io import Store, convert, open_store
 
-from .conftest import shared_dataset
+from .conftest import data_file
 
 
 @pytest.fixture(scope="module")
 def dna_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("dna")
-    convert(str(shared_dataset("dna/dna.scale")), str(d / "dna.zarr"), chunk_rows=256)
+    convert(str(data_file("dna/dna.scale")), str(d / "dna.zarr"), chunk_rows=256)
     return d / "dna.zarr"
 
 
@@ -190,7 +190,7 @@ def test_mismatching_checkpoint_names_every_differing_parameter(dna_store, tmp_p
             "--seed 3") in err
     assert "{" not in err                        # no raw dict
     other = tmp_path / "other.zarr"              # converted again: another store
-    convert(str(shared_dataset("dna/dna.scale")), str(other), chunk_rows=256)
+    convert(str(data_file("dna/dna.scale")), str(other), chunk_rows=256)
     assert main(["train", str(other), "-o", str(tmp_path / "m.json"), "-q", "--checkpoint",
                  str(ckpt), "--resume"]) == 2
     assert "store.store_id=" in capsys.readouterr().err
@@ -198,7 +198,7 @@ def test_mismatching_checkpoint_names_every_differing_parameter(dna_store, tmp_p
 
 def test_in_memory_fit_resumes_only_on_the_same_data(tmp_path):
     from sklearn.datasets import load_svmlight_file
-    X, y = load_svmlight_file(str(shared_dataset("dna/dna.scale")))
+    X, y = load_svmlight_file(str(data_file("dna/dna.scale")))
     ckpt = str(tmp_path / "ck")
     a = ss.LinearSVC(checkpoint=ckpt).fit(X, y)
     b = ss.LinearSVC(checkpoint=ckpt).fit(X, y)          # resumes: same data

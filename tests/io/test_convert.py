@@ -16,7 +16,7 @@ from streamsvm.exceptions import (FormatError, IncompleteStoreError, InvalidPara
                                   StoreExistsError, StoreNotFoundError)
 from streamsvm.io import convert
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 from .helpers import assert_csr_equal, encode_binary, store_arrays, store_to_csr
 
 sk = pytest.importorskip("sklearn.datasets")
@@ -31,8 +31,8 @@ def _reference(path, n_features=None):
 
 
 @pytest.mark.parametrize("name", DATASETS)
-def test_shared_datasets_round_trip(name, tmp_path):
-    path = shared_dataset(name)
+def test_real_datasets_round_trip(name, tmp_path):
+    path = data_file(name)
     X, y = _reference(path)
     store = convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=997)
     Xs, ys = store_to_csr(store, n_features=X.shape[1])
@@ -48,7 +48,7 @@ def test_shared_datasets_round_trip(name, tmp_path):
 
 @pytest.mark.parametrize("chunk_rows", [1, 7, 13, 100, 10**6])
 def test_chunk_sizes_slice(chunk_rows, tmp_path):
-    path = shared_dataset("a9a/a9a")
+    path = data_file("a9a/a9a")
     lines = path.read_bytes().splitlines(keepends=True)[:200]
     small = tmp_path / "small.svm"
     small.write_bytes(b"".join(lines))
@@ -63,7 +63,7 @@ def test_chunk_sizes_slice(chunk_rows, tmp_path):
 
 
 def test_float64_exact_and_float32_default(tmp_path):
-    path = shared_dataset("dna/dna.scale")
+    path = data_file("dna/dna.scale")
     X, _ = _reference(path)
     s64 = convert(str(path), str(tmp_path / "a.zarr"), dtype="float64")
     assert s64.dtype == np.float64
@@ -92,7 +92,7 @@ def test_small_text_features(tmp_path):
 @pytest.mark.parametrize("opener,ext", [(gzip.compress, ".gz"), (bz2.compress, ".bz2"),
                                         (lzma.compress, ".xz"), ("zstd", ".zst")])
 def test_compressed_inputs_equal_plain(opener, ext, tmp_path):
-    path = shared_dataset("mushrooms/mushrooms")
+    path = data_file("mushrooms/mushrooms")
     raw = path.read_bytes()
     if opener == "zstd":
         zstandard = pytest.importorskip("zstandard")
@@ -148,7 +148,7 @@ def test_multiclass_and_task_override(tmp_path):
 
 
 def test_binary_values_omit_data(tmp_path):
-    path = shared_dataset("a9a/a9a")
+    path = data_file("a9a/a9a")
     store = convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=5000)
     assert store.binary_values
     arrays, attrs = store_arrays(tmp_path / "s.zarr")
@@ -158,7 +158,7 @@ def test_binary_values_omit_data(tmp_path):
 
 
 def test_readable_with_plain_zarr(tmp_path):
-    path = shared_dataset("pendigits/pendigits")
+    path = data_file("pendigits/pendigits")
     X, y = _reference(path)
     convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=1000, dtype="float64")
     arrays, attrs = store_arrays(tmp_path / "s.zarr")
@@ -231,7 +231,7 @@ def test_open_store_errors(tmp_path):
 
 def test_store_pickles_and_reads(tmp_path):
     import pickle
-    path = shared_dataset("vowel/vowel.scale")
+    path = data_file("vowel/vowel.scale")
     store = convert(str(path), str(tmp_path / "s.zarr"), chunk_rows=100)
     c0 = store.read_chunk(2)
     clone = pickle.loads(pickle.dumps(store))

@@ -17,7 +17,7 @@ from streamsvm.io import _parse
 from streamsvm.io._parse import (FLOAT32_MAX_VALUE, INDEX_LIMIT, NO_MIN_INDEX, ParsedBlock,
                                  parse_block)
 from streamsvm.io._parse_tokens import _BAD, _OK, _POW10, _SLOW, _parse_number
-from tests.conftest import shared_dataset
+from tests.conftest import data_file
 
 DATASETS = [
     "a9a/a9a", "a9a/a9a.t", "mushrooms/mushrooms", "dna/dna.scale", "letter/letter.scale",
@@ -82,7 +82,7 @@ def sklearn_load(path: str):
 
 @pytest.mark.parametrize("relpath", DATASETS)
 def test_dataset_matches_sklearn(relpath):
-    path = shared_dataset(relpath)
+    path = data_file(relpath)
     data = path.read_bytes()
     block = parse_block(data, file=str(path), first_line=1, min_index=1, max_index=INDEX_LIMIT)
     X, y = sklearn_load(str(path))
@@ -95,7 +95,7 @@ def test_dataset_matches_sklearn(relpath):
 
 @pytest.mark.parametrize("relpath", DATASETS)
 def test_dataset_in_small_blocks(relpath):
-    path = shared_dataset(relpath)
+    path = data_file(relpath)
     data = path.read_bytes()
     whole = parse_block(data, file=str(path), first_line=1, min_index=1, max_index=INDEX_LIMIT)
     line_starts = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1

@@ -14,7 +14,7 @@ from streamsvm.exceptions import (FormatError, IncompleteStoreError, InvalidPara
                                   StoreNotFoundError)
 from streamsvm.io import convert
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 from .helpers import assert_csr_equal, store_to_csr
 
 
@@ -22,11 +22,11 @@ def test_convert_s3_to_s3_and_read_back(s3, tmp_path):
     import s3fs
     bucket, opts = s3
     fs = s3fs.S3FileSystem(**opts)
-    raw = shared_dataset("dna/dna.scale").read_bytes()
+    raw = data_file("dna/dna.scale").read_bytes()
     fs.pipe(f"{bucket}/in/dna.svm.gz", gzip.compress(raw))
     convert(f"{bucket}/in/dna.svm.gz", f"{bucket}/dna.zarr", chunk_rows=300,
             storage_options=opts)
-    local = convert(str(shared_dataset("dna/dna.scale")), str(tmp_path / "l.zarr"),
+    local = convert(str(data_file("dna/dna.scale")), str(tmp_path / "l.zarr"),
                     chunk_rows=300)
     again = ss.open_store(f"{bucket}/dna.zarr", storage_options=opts)
     assert again.n_rows == 2000 and again.n_chunks == 7
@@ -97,7 +97,7 @@ def test_nesvm_caches_its_lipschitz_constant_in_an_s3_store(s3):
     from streamsvm._train import train
     from streamsvm.exceptions import ConvergenceWarning
     bucket, opts = s3
-    convert(str(shared_dataset("dna/dna.scale")), f"{bucket}/dna.zarr", chunk_rows=500,
+    convert(str(data_file("dna/dna.scale")), f"{bucket}/dna.zarr", chunk_rows=500,
             storage_options=opts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -14,7 +14,7 @@ import streamsvm as ss
 from streamsvm.exceptions import IncompleteStoreError
 from streamsvm.io import convert, read_meta
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 from .helpers import store_arrays, store_to_csr
 
 
@@ -25,7 +25,7 @@ def _rows_as_set(store):
 
 
 def test_shuffle_is_a_seeded_permutation(tmp_path):
-    path = str(shared_dataset("mushrooms/mushrooms"))
+    path = str(data_file("mushrooms/mushrooms"))
     plain = convert(path, str(tmp_path / "p.zarr"), chunk_rows=1000)
     a = convert(path, str(tmp_path / "a.zarr"), chunk_rows=1000, shuffle=True, seed=1,
                 shuffle_memory=50_000)   # forces many buckets and recursive splits
@@ -50,7 +50,7 @@ def test_shuffle_is_a_seeded_permutation(tmp_path):
 
 
 def _big_input(tmp_path, copies=12):
-    src = shared_dataset("a9a/a9a").read_bytes()
+    src = data_file("a9a/a9a").read_bytes()
     p = tmp_path / "big.svm"
     p.write_bytes(src * copies)
     return p

@@ -21,13 +21,13 @@ from streamsvm.exceptions import (IncompleteStoreError, StoreError, StoreNotFoun
                                   StoreWriteError)
 from streamsvm.io import _shuffle, convert
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 from .helpers import store_arrays
 
 
 def _input(tmp_path, copies=4):
     p = tmp_path / "in.svm"
-    p.write_bytes(shared_dataset("a9a/a9a").read_bytes() * copies)
+    p.write_bytes(data_file("a9a/a9a").read_bytes() * copies)
     return p
 
 

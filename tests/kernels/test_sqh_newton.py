@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from streamsvm.kernels._sqh_newton import sqh_newton
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 
 sk = pytest.importorskip("sklearn.datasets")
 
@@ -40,7 +40,7 @@ def _dense(X, y, label, Cp, Cn, B, w):
 
 @pytest.fixture(scope="module")
 def pendigits():
-    X, y = sk.load_svmlight_file(str(shared_dataset("pendigits/pendigits")))
+    X, y = sk.load_svmlight_file(str(data_file("pendigits/pendigits")))
     return sp.csr_matrix(X[:1500]), y[:1500]       # features up to 100: dual CD is slow
 
 

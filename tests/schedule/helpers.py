@@ -28,9 +28,9 @@ def random_store(n=103, d=17, chunk_rows=10, density=0.3, seed=0):
 
 def a9a_problem(n_rows=2000):
     """The first ``n_rows`` rows of a9a (tests/data)."""
-    from ..conftest import shared_dataset
+    from ..conftest import data_file
     from sklearn.datasets import load_svmlight_file
-    X, y = load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
+    X, y = load_svmlight_file(str(data_file("a9a/a9a")), n_features=123)
     return sp.csr_matrix(X[:n_rows]), y[:n_rows]
 
 

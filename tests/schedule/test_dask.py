@@ -24,7 +24,7 @@ from streamsvm._train import train
 from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
 from streamsvm.io import InMemoryStore, write_store
 
-from ..conftest import _free_port, shared_dataset
+from ..conftest import _free_port, data_file
 from ..solvers.test_conformance import check_kill_and_resume
 
 distributed = pytest.importorskip("distributed")
@@ -45,7 +45,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def a9a_store(tmp_path_factory):
     sk = pytest.importorskip("sklearn.datasets")
-    X, y = sk.load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
+    X, y = sk.load_svmlight_file(str(data_file("a9a/a9a")), n_features=123)
     path = tmp_path_factory.mktemp("dask") / "a9a.zarr"
     return write_store(path, sp.csr_matrix(X[:3000]), y[:3000], chunk_rows=256), X[:3000], y[:3000]
 
@@ -299,7 +299,7 @@ def test_dcd_checkpoint_and_resume_on_the_cluster(cluster, a9a_store, tmp_path):
 @pytest.fixture(scope="module")
 def dna_store(tmp_path_factory):
     sk = pytest.importorskip("sklearn.datasets")
-    X, y = sk.load_svmlight_file(str(shared_dataset("dna/dna.scale")), n_features=180)
+    X, y = sk.load_svmlight_file(str(data_file("dna/dna.scale")), n_features=180)
     X, y = sp.csr_matrix(X[:600]), y[:600]
     path = tmp_path_factory.mktemp("dask") / "dna.zarr"
     return write_store(path, X, y, chunk_rows=64), X, y

@@ -22,13 +22,13 @@ from streamsvm.schedule import PassScheduler
 from streamsvm.solvers import SOLVERS
 from streamsvm.solvers._driver import run
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 
 
 @pytest.fixture(scope="module")
 def a9a():
     sk = pytest.importorskip("sklearn.datasets")
-    X, y = sk.load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
+    X, y = sk.load_svmlight_file(str(data_file("a9a/a9a")), n_features=123)
     return sp.csr_matrix(X), y
 
 

@@ -21,7 +21,7 @@ from streamsvm.io import InMemoryStore, write_store
 from streamsvm.solvers import SOLVERS
 from streamsvm.solvers._base import register
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 from .reference_solver import ReferenceGD
 
 NAMES = sorted(SOLVERS) + ["ref-gd"]
@@ -37,7 +37,7 @@ def reference_registered():
 @pytest.fixture(scope="module")
 def data():
     sk = pytest.importorskip("sklearn.datasets")
-    X, y = sk.load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
+    X, y = sk.load_svmlight_file(str(data_file("a9a/a9a")), n_features=123)
     return sp.csr_matrix(X[:1500]), y[:1500]
 
 

@@ -15,7 +15,7 @@ from streamsvm.exceptions import (ConvergenceWarning, IncompleteStoreError, Inva
                                   StoreNotFoundError)
 from streamsvm.io import InMemoryStore, convert, write_store
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 
 sk = pytest.importorskip("sklearn.datasets")
 
@@ -43,15 +43,15 @@ def liblinear_objective(X, y, C, loss):
 
 @pytest.fixture(scope="module")
 def a9a():
-    X, y = sk.load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
-    Xt, yt = sk.load_svmlight_file(str(shared_dataset("a9a/a9a.t")), n_features=123)
+    X, y = sk.load_svmlight_file(str(data_file("a9a/a9a")), n_features=123)
+    Xt, yt = sk.load_svmlight_file(str(data_file("a9a/a9a.t")), n_features=123)
     return sp.csr_matrix(X), y, sp.csr_matrix(Xt), yt
 
 
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 def test_a9a_matches_liblinear(a9a, loss, tmp_path):
     X, y, Xt, yt = a9a
-    store = convert(str(shared_dataset("a9a/a9a")), str(tmp_path / "a9a.zarr"),
+    store = convert(str(data_file("a9a/a9a")), str(tmp_path / "a9a.zarr"),
                     chunk_rows=4096, shuffle=True, seed=3)
     model, res = train(store, C=1.0, loss=loss, tol=1e-4, max_passes=1000)
     assert res.converged
@@ -149,7 +149,7 @@ def test_class_weights_match_liblinear(a9a_slice):
 
 
 def test_multiclass_one_vs_rest_matches_liblinear():
-    X, y = sk.load_svmlight_file(str(shared_dataset("dna/dna.scale")))
+    X, y = sk.load_svmlight_file(str(data_file("dna/dna.scale")))
     X = sp.csr_matrix(X)
     model, res = _fit(X, y, loss="squared_hinge", chunk_rows=300)
     assert res.converged and model.coef.shape == (3, X.shape[1])
@@ -166,14 +166,14 @@ def test_multiclass_one_vs_rest_matches_liblinear():
         ref = primal(X, yc, wref[:-1], wref[-1], 1.0, "squared_hinge")
         ours = primal(X, yc, model.coef[c], model.intercept[c], 1.0, "squared_hinge")
         assert ours <= ref * (1 + 1e-4)
-    Xt, yt = sk.load_svmlight_file(str(shared_dataset("dna/dna.scale.t")), n_features=X.shape[1])
+    Xt, yt = sk.load_svmlight_file(str(data_file("dna/dna.scale.t")), n_features=X.shape[1])
     assert np.mean(model.predict(Xt) == yt) > 0.9
 
 
 def test_one_vs_rest_in_ram_shares_max_passes_among_the_classes():
     """Class by class in RAM: a class that does not converge gets its share of max_passes,
     not all of it, and every class takes its turn in each round (one kernel call)."""
-    X, y = sk.load_svmlight_file(str(shared_dataset("pendigits/pendigits")))
+    X, y = sk.load_svmlight_file(str(data_file("pendigits/pendigits")))
     X, y = sp.csr_matrix(X[:2000]), y[:2000]      # unscaled features: slow for dual CD
     k, n = len(np.unique(y)), X.shape[0]
     with pytest.warns(ConvergenceWarning, match="max_passes"):
@@ -196,7 +196,7 @@ def test_squared_hinge_classes_too_slow_for_the_dual_go_primal(tmp_path):
     dual's value of a primal class is its own (its W is the primal iterate); a checkpoint
     resumes bit for bit."""
     from .test_conformance import check_kill_and_resume
-    X, y = sk.load_svmlight_file(str(shared_dataset("pendigits/pendigits")))
+    X, y = sk.load_svmlight_file(str(data_file("pendigits/pendigits")))
     X, y = sp.csr_matrix(X[:2000]), y[:2000]
     store = InMemoryStore(X, y, chunk_rows=2000)
     model, res = _fit(X, y, store=store, loss="squared_hinge", tol=1e-3, max_passes=200)
@@ -229,7 +229,7 @@ def test_the_projected_dual_epochs_decide_the_switch(monkeypatch):
     at a million epochs none goes primal (the same model as with the switch disabled), with
     the switch at 0 every class not done does (another model, also converged)."""
     from streamsvm.solvers._dcd_ram import PerClass
-    X, y = sk.load_svmlight_file(str(shared_dataset("vowel/vowel.scale")))
+    X, y = sk.load_svmlight_file(str(data_file("vowel/vowel.scale")))
     X = sp.csr_matrix(X)
     monkeypatch.setattr(PerClass, "SWITCH_AFTER", np.inf)
     dual_only, _ = _fit(X, y, loss="squared_hinge", tol=1e-3)
@@ -258,7 +258,7 @@ def test_certificate_at_max_passes_is_exact(a9a, loss, memory, tmp_path):
     primal is the exact objective of the model returned and the gap is a valid bound —
     never an estimate from margins recorded before w moved (which gave negative gaps)."""
     X, y, _, _ = a9a
-    store = convert(str(shared_dataset("a9a/a9a")), str(tmp_path / "a9a.zarr"),
+    store = convert(str(data_file("a9a/a9a")), str(tmp_path / "a9a.zarr"),
                     chunk_rows=4096, shuffle=True, seed=0)
     with pytest.warns(ConvergenceWarning):
         model, res = train(store, loss=loss, memory=memory, max_passes=7, tol=1e-8)

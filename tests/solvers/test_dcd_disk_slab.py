@@ -17,14 +17,14 @@ from streamsvm.schedule import PassScheduler
 from streamsvm.solvers._driver import run
 from streamsvm.solvers.dcd import DCDSolver
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 
 sk = pytest.importorskip("sklearn.datasets")
 
 
 @pytest.fixture(scope="module")
 def a9a_part():
-    X, y = sk.load_svmlight_file(str(shared_dataset("a9a/a9a")), n_features=123)
+    X, y = sk.load_svmlight_file(str(data_file("a9a/a9a")), n_features=123)
     return sp.csr_matrix(X[:6000]), y[:6000]
 
 

@@ -19,14 +19,14 @@ from streamsvm._train import train
 from streamsvm.exceptions import ConvergenceWarning, InvalidParameterError
 from streamsvm.io import InMemoryStore, open_store, verify_store, write_store
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 
 DERIVED = "nesvm.lipschitz.gram_over_inf.B=1.0"
 
 
 def _load(name, n, n_features):
     sk = pytest.importorskip("sklearn.datasets")
-    X, y = sk.load_svmlight_file(str(shared_dataset(name)), n_features=n_features)
+    X, y = sk.load_svmlight_file(str(data_file(name)), n_features=n_features)
     return sp.csr_matrix(X[:n]), y[:n]
 
 

@@ -15,7 +15,7 @@ from streamsvm.io import InMemoryStore
 from streamsvm.kernels._newton import smooth_hinge
 from streamsvm.solvers.newton import linesearch_l1
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 from .test_conformance import check_kill_and_resume
 from .test_dcd import liblinear_objective, primal
 
@@ -23,7 +23,7 @@ sk = pytest.importorskip("sklearn.datasets")
 
 
 def _load(name, n=None, n_features=None):
-    X, y = sk.load_svmlight_file(str(shared_dataset(name)), n_features=n_features)
+    X, y = sk.load_svmlight_file(str(data_file(name)), n_features=n_features)
     X = sp.csr_matrix(X)
     return (X[:n], y[:n]) if n else (X, y)
 

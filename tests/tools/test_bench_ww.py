@@ -14,13 +14,13 @@ import pytest
 from tools.bench import ww as bench_ww
 from tools.bench.cli import main
 
-from ..conftest import shared_dataset
+from ..conftest import data_file
 
 pytest.importorskip("liblinear")
 
 
 def test_rows_come_from_real_runs(tmp_path, capsys):
-    data_dir = os.path.dirname(os.path.dirname(str(shared_dataset("vowel/vowel.scale"))))
+    data_dir = os.path.dirname(os.path.dirname(str(data_file("vowel/vowel.scale"))))
     rows = bench_ww.measure("vowel", repeat=1, data_dir=data_dir, work=str(tmp_path))
     assert [r["method"] for r in rows] == ["ww", "LIBLINEAR -s 4", "LIBLINEAR -s 3"]
     ww = rows[0]
@@ -49,7 +49,7 @@ def test_bad_arguments_are_refused_by_name(capsys):
 def test_the_cpp_reference_solves_the_same_problem(tmp_path):
     from streamsvm._train import train
     from streamsvm.exceptions import ConvergenceWarning
-    train_file = str(shared_dataset("vowel/vowel.scale"))
+    train_file = str(data_file("vowel/vowel.scale"))
     data_dir = os.path.dirname(os.path.dirname(train_file))
     exe = bench_ww.compile_reference(str(tmp_path))
     # to a tiny share of its first gap: the optimum ww certifies
