@@ -80,7 +80,7 @@ from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
                     Solver, rel_gap)
 
-__all__ = ["CocoaDual", "best_steps", "sweep_parts"]
+__all__ = ["CocoaDual", "SigmaFromOverlap", "best_steps", "sweep_parts"]
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,30 @@ _PARTS = 8          # several workers: a sweep over the active rows is this many
 _PART_ROWS = 64     # ... fewer when a part would give a worker fewer rows than this
 
 
-class CocoaDual(Solver):
+class SigmaFromOverlap:
+    """The local subproblem's ``σ'`` of the distributed loops (this module's and
+    ``_ww_cocoa.py``'s), from the workers' overlap; the solver keeps it in ``self.sigma``
+    (one entry, 0 until measured)."""
+
+    def _sigma(self, K) -> float:
+        """The local subproblem's ``σ'`` on ``K`` partitions (:meth:`_overlap`)."""
+        if K == 1:
+            return 1.0
+        return float(min(self.sigma[0], K)) if self.sigma[0] > 0 else (K + 1) / 2
+
+    def _overlap(self, K, res) -> None:
+        """``σ'`` for the next round: the workers' changes' overlap ``‖Σ_k Δw_k‖² /
+        Σ_k ‖Δw_k‖²`` (1 when they are orthogonal, ``K`` when they are the same), averaged
+        over the rounds (weight 0.3 for the newest), within [1, K]; ``(K + 1)/2`` at first
+        (module doc)."""
+        own = float(res["own"].sum())
+        if K > 1 and own > 0:
+            ratio = float(np.einsum("dk,dk->", res["dW"], res["dW"])) / own
+            prev = self._sigma(K)
+            self.sigma[0] = float(np.clip(0.7 * prev + 0.3 * ratio, 1.0, K))
+
+
+class CocoaDual(SigmaFromOverlap, Solver):
     """The distributed dual loop for ``dcd``'s problem (module doc); created by
     ``dcd``/``avsf`` for a cluster, under their name."""
 
@@ -244,23 +267,6 @@ class CocoaDual(Solver):
 
     def _new_sweep(self) -> None:
         self.sweep[0], self.sweep[1], self.sweep[2] = 0.0, -np.inf, np.inf
-
-    def _sigma(self, K) -> float:
-        """The local subproblem's ``σ'`` on ``K`` partitions (:meth:`_overlap`)."""
-        if K == 1:
-            return 1.0
-        return float(min(self.sigma[0], K)) if self.sigma[0] > 0 else (K + 1) / 2
-
-    def _overlap(self, K, res) -> None:
-        """``σ'`` for the next round: the workers' changes' overlap ``‖Σ_k Δw_k‖² /
-        Σ_k ‖Δw_k‖²`` (1 when they are orthogonal, ``K`` when they are the same), averaged
-        over the rounds (weight 0.3 for the newest), within [1, K]; ``(K + 1)/2`` at first
-        (module doc)."""
-        own = float(res["own"].sum())
-        if K > 1 and own > 0:
-            ratio = float(np.einsum("dk,dk->", res["dW"], res["dW"])) / own
-            prev = self._sigma(K)
-            self.sigma[0] = float(np.clip(0.7 * prev + 0.3 * ratio, 1.0, K))
 
     def _next_round(self, full, estimate, pgmax, pgmin, live, n_rows) -> None:
         """Whether the next round is full (module doc), and the shrinking thresholds: after

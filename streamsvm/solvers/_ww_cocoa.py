@@ -52,7 +52,7 @@ import numpy as np
 from ..kernels import row_sq_norms
 from ..kernels._ww_cocoa import ww_cocoa_due, ww_cocoa_rows, ww_cocoa_settle
 from ..schedule import Accumulator
-from ._cocoa import best_steps, sweep_parts
+from ._cocoa import SigmaFromOverlap, best_steps, sweep_parts
 from ._ww_common import WestonWatkinsBase, class_index
 
 __all__ = ["WestonWatkinsCocoa"]
@@ -61,7 +61,7 @@ _PG_SHARE = 0.3         # a full epoch once the active rows' largest PG is this 
 _MAX_ACTIVE = 50        # ... or after this many epochs over the active rows
 
 
-class WestonWatkinsCocoa(WestonWatkinsBase):
+class WestonWatkinsCocoa(SigmaFromOverlap, WestonWatkinsBase):
     """``ww``'s distributed loop (module doc); created by ``ww`` for a cluster, under its
     name. ``slab`` has no effect here (a worker keeps its rows in its block cache)."""
 
@@ -156,20 +156,6 @@ class WestonWatkinsCocoa(WestonWatkinsBase):
         self.full = active == 0 or self.since_full >= _MAX_ACTIVE or \
             self.pgsweep[0] <= _PG_SHARE * self.pgfull[0]
         self.pgsweep[0] = 0.0
-
-    def _sigma(self, K) -> float:
-        """The local subproblem's ``σ'`` on ``K`` partitions (``_cocoa.py``'s rule)."""
-        if K == 1:
-            return 1.0
-        return float(min(self.sigma[0], K)) if self.sigma[0] > 0 else (K + 1) / 2
-
-    def _overlap(self, K, res) -> None:
-        """``σ'`` for the next round from the workers' changes' overlap ``‖Σ_k ΔW_k‖² /
-        Σ_k ‖ΔW_k‖²``, averaged over the rounds (``_cocoa.py``'s rule)."""
-        own = float(res["own"][0])
-        if K > 1 and own > 0:
-            ratio = float(np.einsum("dk,dk->", res["dW"], res["dW"])) / own
-            self.sigma[0] = float(np.clip(0.7 * self._sigma(K) + 0.3 * ratio, 1.0, K))
 
     def _offer(self, W, primal, dual) -> None:
         """A point evaluated exactly: kept when its primal is the best so far; the dual
