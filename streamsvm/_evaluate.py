@@ -187,6 +187,11 @@ def evaluate(model: LinearModel, data, *, storage_options=None, zero_based="no")
     model's classes raise :class:`DataMismatchError`; features beyond the model's weigh 0
     (LIBLINEAR's rule), with one warning, and are counted in ``unseen_features``.
     """
+    if model.labels is not None:
+        raise DataMismatchError(
+            f"the model predicts the labels {model.labels.tolist()[:10]} it was fit on in "
+            f"Python, and a store or libsvm file holds numbers: score it in Python "
+            f"(LinearSVC.score(X, y))")
     n = correct = 0
     loss = 0.0
     problem = model.problem_obj()
@@ -241,12 +246,14 @@ def predict_to_file(model: LinearModel, data, out_path, *, storage_options=None,
             if scores:
                 lines = (" ".join(f"{v:.17g}" for v in np.atleast_1d(r)) for r in s)
             else:
-                lines = (_fmt(v) for v in model.classes[model.predict_encoded(s)])
+                lines = (_fmt(v) for v in model.user_classes[model.predict_encoded(s)])
             f.write("".join(line + "\n" for line in lines).encode())
             n += len(s)
     unseen.warn()
     return n
 
 
-def _fmt(v: float) -> str:
+def _fmt(v) -> str:
+    if isinstance(v, (str, np.str_, bool, np.bool_)):
+        return str(v)
     return str(int(v)) if float(v).is_integer() else repr(float(v))

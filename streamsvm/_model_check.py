@@ -20,11 +20,14 @@ from .exceptions import ModelError
 
 __all__ = ["Header", "check_header", "check_array_meta", "FORMATS", "MODEL_FORMAT"]
 
-FORMATS = ("streamsvm-linear-model/1", "streamsvm-linear-model/2")
-MODEL_FORMAT = FORMATS[-1]
-"""The format written; ``/1`` files (no checksums, no ``tie_break``) are still read."""
+FORMATS = ("streamsvm-linear-model/1", "streamsvm-linear-model/2", "streamsvm-linear-model/3")
+MODEL_FORMAT = FORMATS[1]
+"""The format written for numeric labels; ``/1`` files (no checksums, no ``tie_break``) are
+still read. ``/3`` (:data:`LABELLED_FORMAT`) is ``/2`` with the field ``labels``."""
+LABELLED_FORMAT = FORMATS[2]
+"""The format of a model with non-numeric ``labels`` (fit in Python on strings, ...)."""
 HEADER_FIELDS = ("format", "task", "classes", "n_features", "params", "problem", "summary",
-                 "tie_break")
+                 "tie_break", "labels")
 WEIGHT_FIELDS = ("coef", "intercept")
 CHECKSUM_FIELDS = HEADER_FIELDS + WEIGHT_FIELDS
 
@@ -41,6 +44,7 @@ class Header:
     problem: dict | None
     summary: dict
     tie_break: np.ndarray | None
+    labels: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
@@ -100,14 +104,18 @@ def check_header(d: dict, source: str, *, complete: bool = True) -> Header | Non
         _check_problem(head.problem, head, bad)
     _check_params(head.params, head, bad, head.problem is None)
     _check_summary(head.summary, bad)
-    return dataclasses.replace(head, tie_break=_check_ties(d.get("tie_break"), classes, bad))
+    labels = _check_labels(d["labels"], classes, bad) if "labels" in d else None
+    return dataclasses.replace(head, tie_break=_check_ties(d.get("tie_break"), classes, bad),
+                               labels=labels)
 
 
 def _check_keys(d: dict, fmt: str, bad) -> None:
-    """No field unknown, none missing (``tie_break`` came with ``/2``)."""
-    fields = HEADER_FIELDS + WEIGHT_FIELDS
+    """No field unknown, none missing (``tie_break`` came with ``/2``, ``labels`` with
+    ``/3``, the only format that has it)."""
+    fields = tuple(k for k in HEADER_FIELDS + WEIGHT_FIELDS
+                   if k != "labels" or fmt == LABELLED_FORMAT)
     for key in sorted(set(d) - set(fields) - {"checksums"}):
-        raise bad(key, f"not a field of a streamsvm model (fields: {', '.join(fields)}, "
+        raise bad(key, f"not a field of a {fmt!r} model (fields: {', '.join(fields)}, "
                        f"checksums)")
     for key in fields:
         if key not in d and not (fmt == FORMATS[0] and key == "tie_break"):
@@ -130,6 +138,22 @@ def _check_ties(ties, classes: np.ndarray, bad):
         raise bad("tie_break", f"{_short(ties)} is not an order of the classes "
                                f"{classes.tolist()}")
     return np.asarray(ties, dtype=np.float64)
+
+
+def _check_labels(labels, classes: np.ndarray, bad) -> np.ndarray:
+    """A ``/3`` model's user labels: as many as its classes (the codes 0 .. k-1), all
+    strings or all booleans, distinct, in sorted order."""
+    if not isinstance(labels, list) or len(labels) != len(classes):
+        raise bad("labels", f"{_short(labels)} is not a list of {len(classes)} labels")
+    if not (all(isinstance(v, str) for v in labels) or
+            all(isinstance(v, bool) for v in labels)):
+        raise bad("labels", f"{_short(labels)}: labels must be all strings or all booleans")
+    if any(a >= b for a, b in zip(labels, labels[1:])):
+        raise bad("labels", f"{_short(labels)} is not strictly increasing")
+    if not np.array_equal(classes, np.arange(len(classes))):
+        raise bad("labels", f"the classes of a labelled model are the codes 0 .. "
+                            f"{len(classes) - 1}, not {_short(classes.tolist())}")
+    return np.asarray(labels)
 
 
 def _check_classes(classes, task, bad) -> np.ndarray:

@@ -21,7 +21,7 @@ def model_info(model, path: str, top: int = TOP) -> dict:
     names = _row_names(model)
     largest = [{"feature": int(j % coef.shape[1]) + 1, "model": names[j // coef.shape[1]],
                 "weight": float(coef.flat[j])} for j in order]
-    info = {"model": path, "task": model.task, "classes": [_label(c) for c in model.classes],
+    info = {"model": path, "task": model.task, "classes": [_label(c) for c in model.user_classes],
             "n_features": model.n_features, "n_models": int(coef.shape[0]),
             "nonzero_weights": int(nz.sum()), "nonzero_per_model": dict(zip(names, map(int, nz))),
             "intercept": [float(v) for v in model.intercept], "largest_weights": largest}
@@ -48,13 +48,15 @@ def _training(model) -> dict | None:
 
 def _row_names(model) -> list[str]:
     if model.task == "binary":
-        return [f"{_label(model.classes[1])} vs {_label(model.classes[0])}"]
+        return [f"{_label(model.user_classes[1])} vs {_label(model.user_classes[0])}"]
     if (model.problem or {}).get("layout") == "joint":     # ww: one vector per class
-        return [f"class {_label(c)}" for c in model.classes]
-    return [f"{_label(c)} vs rest" for c in model.classes]
+        return [f"class {_label(c)}" for c in model.user_classes]
+    return [f"{_label(c)} vs rest" for c in model.user_classes]
 
 
-def _label(c) -> int | float:
+def _label(c) -> int | float | str | bool:
+    if isinstance(c, (str, np.str_, bool, np.bool_)):
+        return c.item() if isinstance(c, np.generic) else c
     c = float(c)
     return int(c) if c.is_integer() else c
 

@@ -21,7 +21,8 @@ import json
 
 import numpy as np
 
-from ._model_check import (CHECKSUM_FIELDS, FORMATS, HEADER_FIELDS, MODEL_FORMAT, WEIGHT_FIELDS,
+from ._model_check import (CHECKSUM_FIELDS, FORMATS, HEADER_FIELDS, LABELLED_FORMAT,
+                           MODEL_FORMAT, WEIGHT_FIELDS,
                            check_array_meta, check_header)
 from ._model_stream import BLOCK, HEADER_LIMIT, Base64Array, DocumentReader, crc32c_extend
 from .exceptions import ModelError
@@ -46,16 +47,31 @@ def field_checksum(value) -> str:
 
 
 def header(model) -> dict:
-    return {"format": MODEL_FORMAT, "task": model.task, "classes": model.classes.tolist(),
-            "n_features": model.n_features, "params": model.params, "problem": model.problem,
-            "summary": model.summary,
-            "tie_break": None if model.tie_break is None else model.tie_break.tolist()}
+    d = {"format": MODEL_FORMAT, "task": model.task, "classes": model.classes.tolist(),
+         "n_features": model.n_features, "params": model.params, "problem": model.problem,
+         "summary": model.summary,
+         "tie_break": None if model.tie_break is None else model.tie_break.tolist()}
+    if model.labels is not None:
+        d["format"], d["labels"] = LABELLED_FORMAT, _json_labels(model.labels)
+    return d
+
+
+def _json_labels(labels) -> list:
+    """The user's labels as a model file holds them: strings or booleans."""
+    out = np.asarray(labels).tolist()
+    if all(isinstance(v, str) for v in out) or all(isinstance(v, bool) for v in out):
+        return out
+    odd = next(v for v in out if not isinstance(v, (str, bool)))
+    from .exceptions import InvalidParameterError
+    raise InvalidParameterError(f"a label of type {type(odd).__name__} ({odd!r}) cannot be "
+                                f"saved in a model file: labels must be numbers, strings or "
+                                f"booleans")
 
 
 def document(model) -> dict:
     """The model's whole document (:meth:`LinearModel.to_dict`)."""
     d = header(model)
-    sums = {k: field_checksum(d[k]) for k in HEADER_FIELDS}
+    sums = {k: field_checksum(d[k]) for k in HEADER_FIELDS if k in d}
     for key in WEIGHT_FIELDS:
         a = np.ascontiguousarray(getattr(model, key), dtype="<f8")
         d[key] = {"dtype": "<f8", "shape": list(a.shape),
@@ -70,7 +86,7 @@ def json_pieces(model):
     (and checksummed) a slice at a time, so a large model's document is never whole in
     memory; the checksums come last."""
     d = header(model)
-    sums = {k: field_checksum(d[k]) for k in HEADER_FIELDS}
+    sums = {k: field_checksum(d[k]) for k in HEADER_FIELDS if k in d}
     yield json.dumps(d)[:-1].encode()
     for key in WEIGHT_FIELDS:
         a = np.ascontiguousarray(getattr(model, key), dtype="<f8")

@@ -53,6 +53,9 @@ def liblinear_pieces(model):
     what the model does, ties included (the inverse of :func:`read_liblinear`)."""
     from .exceptions import InvalidParameterError
     labels = model.classes
+    if model.labels is not None:
+        raise InvalidParameterError("LIBLINEAR model files need integer class labels; this "
+                                    f"model's are {model.labels.tolist()[:10]}")
     if not np.all(labels == np.round(labels)):
         raise InvalidParameterError("LIBLINEAR model files need integer class labels; "
                                     f"this model has {labels.tolist()}")

@@ -1,30 +1,56 @@
 """scikit-learn-style estimators wrapping the solvers.
 
-An estimator's parameters are the run's (``memory``, ``random_state``, ``checkpoint``,
-``chunk_rows``), ``solver``, and that solver's declared parameters (its table in
-``solvers/``: ``LinearSVC(solver="dcd").get_params()`` lists them). ``__init__`` only stores
-them; they are validated by the solver at ``fit``, before any pass. ``fit`` runs
-:func:`streamsvm._train.train`, the code path of ``streamsvm train``.
+An estimator's parameters are written out in its ``__init__`` signature, as scikit-learn
+reads them (:mod:`streamsvm._estimator_params`): the run's (``memory``, ``random_state``,
+``checkpoint``, ``chunk_rows``, ``scheduler``), ``solver``, and the parameters of every solver
+(None: the chosen solver's own default). ``__init__`` only stores them; they are validated
+by the solver at ``fit``, before any pass. ``fit`` runs :func:`streamsvm._train.train`, the
+code path of ``streamsvm train``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import logging
 import os
 
 import numpy as np
 
+from ._estimator_input import check_fit_X, check_predict_X, check_y, not_fitted
+from ._estimator_params import RUN_PARAMS, estimator_signature, is_default, solver_kwargs
 from ._train import train
-from .exceptions import InvalidParameterError, NotFittedError
+from .exceptions import InvalidParameterError
 from .model import LinearModel, load_model
 from .solvers import SOLVERS
+from .solvers._base import REGISTER_HOOKS
 
 __all__ = ["LinearSVC", "WestonWatkinsSVC", "train"]
 
 log = logging.getLogger(__name__)
 
-_RUN = {"memory": "1GB", "random_state": 0, "checkpoint": None, "chunk_rows": 65536,
-        "scheduler": None}
+
+def _init_for(cls):
+    """Give ``cls`` an ``__init__`` whose signature lists its parameters (module doc)."""
+    signature, defaults = estimator_signature(cls.solvers or sorted(SOLVERS),
+                                              cls.default_solver,
+                                              with_solver=cls.solvers is None)
+
+    def __init__(self, **params):
+        for name in params:
+            if name not in defaults:
+                near = difflib.get_close_matches(name, defaults, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument "
+                                f"{name!r}{hint}; its parameters: {', '.join(defaults)}")
+        for name, default in defaults.items():
+            setattr(self, name, params.get(name, default))
+
+    __init__.__signature__ = signature
+    __init__.__qualname__ = f"{cls.__name__}.__init__"
+    cls.__init__ = __init__
+    cls._defaults = defaults
+    return cls
 
 
 class LinearSVC:
@@ -43,10 +69,14 @@ class LinearSVC:
     scheduler : distributed.Client or str, optional
         Fit on a dask cluster (a Client or a scheduler address): ``X`` must then be a store
         path or URL its workers can read (``streamsvm.train``'s ``scheduler``).
-    **params
-        The solver's parameters; for ``dcd``: ``C`` (1.0), ``loss`` ("squared_hinge" or
-        "hinge"), ``bias`` (1.0), ``tol`` (1e-3), ``max_passes`` (200), ``class_weight``,
-        ``shrinking``, ``slab``, ``disk_slab`` (``streamsvm train --help`` explains each).
+    C, loss, bias, tol, max_passes, class_weight, ... : the solvers' parameters
+        Every parameter of every solver is in the signature: ``C`` (1.0) and ``tol`` (1e-3)
+        are the same for all; a parameter whose default differs by solver (``loss``,
+        ``bias``, ``max_passes``, ...) defaults to None, the chosen solver's own (dcd:
+        ``loss="squared_hinge"``, ``bias=1.0``, ``max_passes=200``). ``fit`` refuses a
+        parameter the chosen solver does not take unless it is left at its default;
+        ``streamsvm train --solver S --help`` explains each, and ``model_.params`` holds the
+        values the solver used.
 
     Attributes
     ----------
@@ -74,73 +104,56 @@ class LinearSVC:
     """
 
     default_solver = "dcd"
+    solvers = None                    # every solver of SOLVERS; ``solver`` is a parameter
 
-    def __init__(self, *, solver=None, memory="1GB", random_state=0, checkpoint=None,
-                 chunk_rows=65536, scheduler=None, **params):
-        self.solver = self.default_solver if solver is None else solver
-        self.memory = memory
-        self.random_state = random_state
-        self.checkpoint = checkpoint
-        self.chunk_rows = chunk_rows
-        self.scheduler = scheduler
-        for k, v in params.items():
-            setattr(self, k, v)
-        self._given = set(params)
-
-    def _table(self) -> dict:
-        cls = SOLVERS.get(self.solver)
-        return cls.param_table() if cls is not None else {}
+    def _solver_name(self) -> str:
+        return getattr(self, "solver", self.default_solver)
 
     def get_params(self, deep=True) -> dict:
-        """The run's parameters, ``solver`` and that solver's (defaults for those not set)."""
-        out = {"solver": self.solver, **{k: getattr(self, k) for k in _RUN}}
-        for name, p in self._table().items():
-            out[name] = getattr(self, name, p.default)
-        for name in self._given - set(out):         # unknown to the solver: fit refuses them
-            out[name] = getattr(self, name)
-        return out
+        """Every parameter of the signature and its value (None: the solver's default)."""
+        return {k: getattr(self, k) for k in self._defaults}
 
     def set_params(self, **params):
-        if "solver" in params:
-            self.solver = params.pop("solver")
-        valid = {"solver", *_RUN, *self._table()}
         for k, v in params.items():
-            if k not in valid:
+            if k not in self._defaults:
                 raise InvalidParameterError(f"Invalid parameter {k!r} for estimator "
-                                            f"{type(self).__name__} with solver {self.solver!r}. "
-                                            f"Valid parameters are: {sorted(valid)}.")
+                                            f"{type(self).__name__}. Valid parameters are: "
+                                            f"{sorted(self._defaults)}.")
             setattr(self, k, v)
-            if k not in _RUN:
-                self._given.add(k)
         return self
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in self.get_params().items()
-                 if k in ("solver", *self._given) or k in _RUN and v != _RUN[k]}
+                 if k == "solver" or not is_default(v, self._defaults[k])}
         return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
-    def _solver_params(self) -> dict:
-        return {k: v for k, v in self.get_params().items() if k not in _RUN and k != "solver"}
-
     def fit(self, X, y=None):
-        """Fit on a Store, a store URL, or in-memory ``X`` (sparse/dense) with ``y``."""
+        """Fit on a Store, a store URL, or in-memory ``X`` (sparse/dense) with ``y``: numeric
+        labels or any sortable ones (strings, booleans), given back by ``predict``."""
         from .io import InMemoryStore, StoreMeta
+        labels = None
         if isinstance(X, (str, os.PathLike, StoreMeta)):
             if y is not None:
                 raise InvalidParameterError("y must be None when X is a store (labels are in it)")
             store = X
         else:
-            if y is None:
-                raise InvalidParameterError("y is required when X is an in-memory matrix")
+            X = check_fit_X(X)
+            y, labels = check_y(y, X.shape[0], type(self).__name__)
             store = InMemoryStore(X, y, chunk_rows=self.chunk_rows)
-        if self.solver not in SOLVERS:
+        solver = self._solver_name()
+        if solver not in SOLVERS:
             raise InvalidParameterError(f"The 'solver' parameter of {type(self).__name__} must "
-                                        f"be one of {sorted(SOLVERS)}. Got {self.solver!r} "
-                                        f"instead.")
-        model, result = train(store, solver=self.solver, memory=self.memory,
+                                        f"be one of {sorted(SOLVERS)}. Got {solver!r} instead.")
+        params = solver_kwargs(self, self._defaults, solver)
+        if labels is not None and isinstance(params.get("class_weight"), dict):
+            params["class_weight"] = _coded_weights(params["class_weight"], labels)
+        model, result = train(store, solver=solver, memory=self.memory,
                               seed=self.random_state, checkpoint=self.checkpoint,
                               resume=self.checkpoint is not None, scheduler=self.scheduler,
-                              **self._solver_params())
+                              **params)
+        if labels is not None:
+            model = ([dataclasses.replace(m, labels=labels) for m in model]
+                     if isinstance(model, list) else dataclasses.replace(model, labels=labels))
         if isinstance(model, list):            # a path of C values (nesvm's C_path)
             self.path_ = {m.params["C"]: type(self).from_model(m) for m in model}
             model = model[-1]
@@ -155,7 +168,7 @@ class LinearSVC:
         self.model_ = model
         self.coef_ = model.coef
         self.intercept_ = model.intercept
-        self.classes_ = model.classes
+        self.classes_ = model.user_classes
         self.n_features_in_ = model.n_features
 
     @classmethod
@@ -165,30 +178,29 @@ class LinearSVC:
             model = load_model(model)
         p = dict(model.params)
         solver = p.pop("solver", cls.default_solver)
-        table = SOLVERS[solver].param_table() if solver in SOLVERS else {}
-        est = cls(solver=solver, **{k: v for k, v in p.items() if k in table})
+        kw = {k: v for k, v in p.items() if k in cls._defaults and k not in RUN_PARAMS}
+        if "solver" in cls._defaults:
+            kw["solver"] = solver
+        est = cls(**kw)
         est._set_model(model)
         s = model.summary
         est.n_iter_, est.n_passes_ = s.get("n_iter"), s.get("passes")
         est.converged_ = s.get("converged")
         return est
 
+    def __sklearn_tags__(self):
+        """scikit-learn's estimator tags (read by its utilities; needs scikit-learn)."""
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags(), input_tags=InputTags(sparse=True))
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "model_")
+
     def _check_fitted(self):
         if not hasattr(self, "model_"):
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call "
-                                 f"'fit' first.")
-
-    def _check_n_features(self, X):
-        """``X`` as an array or sparse matrix with ``n_features_in_`` columns."""
-        import scipy.sparse as sp
-        X = X if sp.issparse(X) else np.atleast_2d(np.asarray(X, dtype=np.float64))
-        if X.ndim != 2:
-            raise InvalidParameterError(f"Expected a 2-D X, got an array of shape {X.shape}.")
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidParameterError(f"X has {X.shape[1]} features, but "
-                                        f"{type(self).__name__} is expecting "
-                                        f"{self.n_features_in_} features as input.")
-        return X
+            raise not_fitted(f"This {type(self).__name__} instance is not fitted yet. Call "
+                             f"'fit' first.")
 
     def decision_function(self, X):
         """Scores of in-memory ``X``, or of the rows of a store / libsvm file (features
@@ -204,11 +216,12 @@ class LinearSVC:
             unseen.warn()
             s = np.concatenate(out)
             return s[:, 0] if self.model_.task == "binary" else s
-        return self.model_.decision_function(self._check_n_features(X))
+        X = check_predict_X(X, self.n_features_in_, type(self).__name__)
+        return self.model_.decision_function(X)
 
     def predict(self, X):
         self._check_fitted()
-        return self.model_.classes[self.model_.predict_encoded(self.decision_function(X))]
+        return self.model_.user_classes[self.model_.predict_encoded(self.decision_function(X))]
 
     def score(self, X, y=None):
         """Mean accuracy on ``X, y`` (or on a store / libsvm file when ``y`` is None)."""
@@ -221,6 +234,19 @@ class LinearSVC:
     def save(self, path):
         self._check_fitted()
         self.model_.save(path)
+
+
+def _coded_weights(class_weight: dict, labels: np.ndarray) -> dict:
+    """``class_weight`` keyed by the user's labels, keyed by their codes instead."""
+    index = {label: i for i, label in enumerate(labels.tolist())}
+    out = {}
+    for k, w in class_weight.items():
+        key = k.item() if isinstance(k, np.generic) else k
+        if key not in index:
+            raise InvalidParameterError(f"The 'class_weight' parameter names {k!r}, not a "
+                                        f"label of y ({labels.tolist()[:10]})")
+        out[index[key]] = w
+    return out
 
 
 class WestonWatkinsSVC(LinearSVC):
@@ -243,3 +269,9 @@ class WestonWatkinsSVC(LinearSVC):
     """
 
     default_solver = "ww"
+    solvers = ("ww",)                 # ``solver`` is not a parameter: always ww
+
+
+_init_for(LinearSVC)
+_init_for(WestonWatkinsSVC)
+REGISTER_HOOKS.append(lambda: _init_for(LinearSVC))     # a solver registered later

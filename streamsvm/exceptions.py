@@ -26,6 +26,7 @@ __all__ = [
     "NotFittedError",
     "WorkerLostError",
     "ConvergenceWarning",
+    "DataConversionWarning",
 ]
 
 
@@ -157,3 +158,8 @@ class WorkerLostError(StreamSVMError, RuntimeError):
 
 class ConvergenceWarning(UserWarning):
     """A solver stopped at its iteration or pass limit before reaching ``tol``."""
+
+
+class DataConversionWarning(UserWarning):
+    """Input was converted to the shape or type an estimator needs (a column vector ``y``
+    raveled), as scikit-learn warns."""

@@ -48,6 +48,10 @@ class LinearModel:
         The classes in the order that wins a tie of scores (binary: a score of exactly 0),
         the first winning; None: ``classes``' order. Set for LIBLINEAR's models, which
         favour their labels' order of first appearance.
+    labels : ndarray of shape (n_classes,), optional
+        The user's labels when they are not numbers (strings, booleans: a model fit in
+        Python): ``classes`` are then their codes ``0 .. k-1`` in sorted order, and
+        :meth:`predict` gives ``labels``. None: predictions are ``classes``.
     """
 
     coef: np.ndarray
@@ -58,6 +62,12 @@ class LinearModel:
     summary: dict
     problem: dict | None = None
     tie_break: np.ndarray | None = None
+    labels: np.ndarray | None = None
+
+    @property
+    def user_classes(self) -> np.ndarray:
+        """The labels predictions are given in: ``labels`` when set, else ``classes``."""
+        return self.classes if self.labels is None else self.labels
 
     def problem_obj(self):
         """The :class:`~streamsvm.problem.Problem` of this model, or None when unknown
@@ -118,7 +128,7 @@ class LinearModel:
 
     def predict(self, X) -> np.ndarray:
         """Original labels predicted for the rows of ``X``."""
-        return self.classes[self.predict_encoded(self.decision_function(X))]
+        return self.user_classes[self.predict_encoded(self.decision_function(X))]
 
     # -- persistence -----------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -151,7 +161,7 @@ def _from_json(f, size: int, source: str) -> LinearModel:
     from ._model_json import read_json
     head, coef, intercept = read_json(f, size, source)
     return LinearModel(coef, intercept, head.classes, head.task, head.params, head.summary,
-                       head.problem, head.tie_break)
+                       head.problem, head.tie_break, head.labels)
 
 
 def load_model(path, *, storage_options=None) -> LinearModel:

@@ -265,10 +265,11 @@ def test_train_refuses_a_single_label_store_before_the_first_pass(tmp_path, caps
         ss.LinearSVC().fit(str(tmp_path / "one.zarr"))
 
 
-def test_fit_on_a_sparse_matrix_with_labels_as_strings_still_works():
+def test_fit_on_a_sparse_matrix_with_labels_as_strings_gives_them_back():
     X = sp.csr_matrix(np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 1.0]]))
     clf = ss.LinearSVC(C=10.0).fit(X, np.array(["1", "1", "-1", "-1"]))
-    assert clf.predict(X).tolist() == [1.0, 1.0, -1.0, -1.0]
+    assert clf.classes_.tolist() == ["-1", "1"]
+    assert clf.predict(X).tolist() == ["1", "1", "-1", "-1"]
 
 
 @pytest.mark.parametrize("k,d", [(1, 1001), (3, 40)])

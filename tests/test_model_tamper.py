@@ -135,7 +135,8 @@ def _coef_char(d):
 # (edit, needles: the line names one of them); the multiclass model: classes -1, 2, 5,
 # 8 features, coef 3 x 8
 EDITS = {
-    "format/3": (_set("format", "streamsvm-linear-model/3"), ["field 'format'"]),
+    "format/3": (_set("format", "streamsvm-linear-model/3"), ["field 'labels': missing"]),
+    "format/4": (_set("format", "streamsvm-linear-model/4"), ["field 'format'"]),
     "format/1": (_set("format", "streamsvm-linear-model/1"), ["field 'format'"]),
     "format-number": (_set("format", 2), ["field 'format'"]),
     "format-missing": (_drop("format"), ["field 'format'"]),

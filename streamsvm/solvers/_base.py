@@ -34,11 +34,18 @@ __all__ = ["Param", "Solver", "SolveResult", "SOLVERS", "register", "COMMON_PARA
 SOLVERS: dict[str, type] = {}
 
 
+REGISTER_HOOKS: list = []
+"""Called with no argument after each :func:`register` (the estimators rebuild their
+signatures, which list every solver's parameters)."""
+
+
 def register(name: str):
     """Class decorator adding a solver to :data:`SOLVERS`."""
     def deco(cls):
         cls.name = name
         SOLVERS[name] = cls
+        for hook in REGISTER_HOOKS:
+            hook()
         return cls
     return deco
 

@@ -122,19 +122,36 @@ def test_kill_and_resume_is_bit_identical(name, data, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_estimator_parameters_and_clone(name):
+def test_estimator_parameters_and_clone(name, data):
+    """Every parameter of the solver is in the estimator's signature, at the solver's default
+    or at None (solvers disagree: the chosen solver's own); a fit gives the solver exactly
+    its defaults; clone copies; unknown names are refused."""
+    import inspect
     sklearn_base = pytest.importorskip("sklearn.base")
     table = SOLVERS[name].param_table()
+    signature = inspect.signature(ss.LinearSVC.__init__).parameters
     est = ss.LinearSVC(solver=name, memory="64MB")
     params = est.get_params()
     assert {"solver", "memory", "random_state", "checkpoint", "chunk_rows"} <= set(params)
-    assert {k: params[k] for k in table} == {k: p.default for k, p in table.items()}
+    assert set(params) == set(signature) - {"self"}
+    for k, p in table.items():
+        assert params[k] is None or params[k] == p.default, k
+        assert signature[k].default is params[k]
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = ss.LinearSVC(solver=name, memory="64MB", max_passes=3).fit(X[:300], y[:300])
+    used = fitted.model_.params
+    assert {k: used[k] for k in table if k != "max_passes"} == \
+        {k: p.default for k, p in table.items() if k != "max_passes"}
     some = next(iter(table))
     est.set_params(**{some: params[some]})
     twin = sklearn_base.clone(est)
     assert twin.get_params() == est.get_params() and twin is not est
     with pytest.raises(InvalidParameterError, match="'bogus'"):
         est.set_params(bogus=1)
+    with pytest.raises(TypeError, match="'bogus'"):
+        ss.LinearSVC(bogus=1)
 
 
 @pytest.mark.parametrize("name", NAMES)
