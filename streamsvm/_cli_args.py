@@ -82,11 +82,28 @@ def add_train(sub) -> None:
         for p in SOLVERS[name].params:
             seen.setdefault(p.name, (p, []))[1].append(name)
     for p, names in seen.values():
-        defaults = {SOLVERS[n].param_table()[p.name].default for n in names}
         choices = sorted({c for n in names for c in (SOLVERS[n].param_table()[p.name].choices
                                                      or ())})
-        add_param(group, p, None, f" [{', '.join(names)}]" + (
-            f" (default {defaults.pop()})" if len(defaults) == 1 else ""), choices)
+        add_param(group, p, None, f" [{', '.join(names)}] ({shown_default(p.name, names)})",
+                  choices)
+
+
+def shown_default(name: str, solvers) -> str:
+    """``default X``, or where the solvers differ ``default X; Y for a, b`` (X the most
+    common)."""
+    from .solvers import SOLVERS
+    by: dict = {}
+    for s in solvers:
+        by.setdefault(repr(SOLVERS[s].param_table()[name].default), []).append(s)
+    ranked = sorted(by.items(), key=lambda kv: -len(kv[1]))
+    text = f"default {_plain(ranked[0][0])}"
+    for value, who in ranked[1:]:
+        text += f"; {_plain(value)} for {', '.join(who)}"
+    return text
+
+
+def _plain(text: str) -> str:
+    return text[1:-1] if text[:1] == text[-1:] == "'" else text
 
 
 def add_param(group, p, default, note: str, choices=None) -> None:

@@ -71,9 +71,9 @@ class LinearSVC:
         path or URL its workers can read (``streamsvm.train``'s ``scheduler``).
     C, loss, bias, tol, max_passes, class_weight, ... : the solvers' parameters
         Every parameter of every solver is in the signature: ``C`` (1.0) and ``tol`` (1e-3)
-        are the same for all; a parameter whose default differs by solver (``loss``,
-        ``bias``, ``max_passes``, ...) defaults to None, the chosen solver's own (dcd:
-        ``loss="squared_hinge"``, ``bias=1.0``, ``max_passes=200``). ``fit`` refuses a
+        and ``loss`` ("squared_hinge") and ``bias`` (1.0) are the same for all; a parameter
+        whose default differs by solver (``max_passes``: 200, or 3000 for alm and nesvm,
+        ...) defaults to None, the chosen solver's own. ``fit`` refuses a
         parameter the chosen solver does not take unless it is left at its default;
         ``streamsvm train --solver S --help`` explains each, and ``model_.params`` holds the
         values the solver used.
@@ -253,17 +253,17 @@ class WestonWatkinsSVC(LinearSVC):
     """The Weston–Watkins multiclass SVM (one joint model; ``solver="ww"``), trained out of
     core by dual block coordinate descent with the exact Walrus subproblem solver.
 
-    Parameters as :class:`LinearSVC`'s, the solver's being ``C`` (1.0), ``bias`` (0.0: none,
-    the paper's setting), ``tol`` (1e-3, on the relative duality gap), ``gap_decay``
-    (0.0009: also stop at this share of the first pass's gap), ``max_passes`` (200),
-    ``class_weight`` and ``slab`` (``streamsvm train --solver ww --help``). On two classes
-    it trains the binary hinge SVM with ``2C``.
+    Parameters as :class:`LinearSVC`'s, the solver's being ``C`` (1.0), ``bias`` (1.0, as
+    every solver; 0: none, the paper's setting), ``tol`` (1e-3, on the relative duality gap),
+    ``gap_decay`` (0.0009: also stop at this share of the first pass's gap), ``max_passes``
+    (200), ``class_weight`` and ``slab`` (``streamsvm train --solver ww --help``). On two
+    classes it trains the binary hinge SVM with the same ``C``.
 
     Examples
     --------
     >>> import numpy as np, streamsvm as ss
     >>> X = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9], [-1.0, -1.0]])
-    >>> clf = ss.WestonWatkinsSVC(C=10.0, bias=1.0).fit(X, np.array([0, 0, 1, 1, 2]))
+    >>> clf = ss.WestonWatkinsSVC(C=10.0).fit(X, np.array([0, 0, 1, 1, 2]))
     >>> clf.predict(X).tolist()
     [0.0, 0.0, 1.0, 1.0, 2.0]
     """

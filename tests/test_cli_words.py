@@ -36,9 +36,9 @@ def test_errors_on_the_command_line_name_flags(tmp_path, capsys):
                  "--screening", "--loss", "squared", "-q"]) == 2
     err = capsys.readouterr().err
     assert "--screening needs --loss hinge" in err and "=True" not in err, err
-    assert main(["train", str(store), "-o", str(tmp_path / "m.json"), "--solver", "nesvm",
-                 "--loss", "squared_hinge", "-q"]) == 2
-    assert "The --loss option of solver 'nesvm' must be one of" in capsys.readouterr().err
+    assert main(["train", str(store), "-o", str(tmp_path / "m.json"), "--solver", "newton",
+                 "--loss", "squared", "-q"]) == 2
+    assert "The --loss option of solver 'newton' must be one of" in capsys.readouterr().err
 
 
 def _helps():

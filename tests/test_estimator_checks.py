@@ -28,12 +28,7 @@ EXPECTED_FAILURES = {
             "running dcd, which refuses parameters its solver does not take; the same check "
             "without it passes (test_class_weights_as_scikit_learn_checks_them)",
     },
-    "WestonWatkinsSVC": {
-        "check_class_weight_classifiers":
-            "ww's default is no bias feature (bias=0.0), and the check's blobs lie away "
-            "from the origin; with bias=1.0 it passes "
-            "(test_class_weights_as_scikit_learn_checks_them)",
-    },
+    "WestonWatkinsSVC": {},
 }
 
 
@@ -74,7 +69,7 @@ def test_lists_are_data():
 
 
 @pytest.mark.parametrize("est", [ss.LinearSVC(), ss.LinearSVC(solver="newton"),
-                                 ss.WestonWatkinsSVC(bias=1.0)], ids=repr)
+                                 ss.WestonWatkinsSVC()], ids=repr)
 @pytest.mark.parametrize("n_centers", [2, 3])
 def test_class_weights_as_scikit_learn_checks_them(est, n_centers):
     """check_class_weight_classifiers without its max_iter: a weight of 1000 on class 0

@@ -13,6 +13,7 @@ its class), cost ``C_ic`` and smoothing ``μ_c``, with ``m = y_ic x̄_i·W[:, c]
   the smoothed hinge ``h_μ = u r − ½ μ s̄_i u²`` (spec Eq. 5 with the corrected threshold,
   branch-free), the true hinge ``max(0, r)``;
 * squared residual (LS-SVM): ``u = r``, loss ``r²``;
+* squared hinge (L2-SVM): ``u = max(0, r)``, loss ``u²``;
 
 and sums, in ``out_s[c]``: ``Σ C h_μ``, ``Σ C loss``, ``Σ C u``, ``Σ C s̄ u²``, the rows in
 the quadratic zone ``0 < u < 1``, the rows with ``u > 0``, and (when ``two``) ``Σ C h_μ``
@@ -48,9 +49,13 @@ def _clip_u(r, mu, s):
 @kernel_inline
 def _smoothed(r, mu, s, squared):
     """``(u, h, loss)`` of a row at residual ``r = 1 − m`` (module doc): the hinge's ``u``,
-    its smoothing ``h_μ`` and ``max(0, r)``, or ``(r, r², r²)`` for the squared residual."""
-    if squared:
+    its smoothing ``h_μ`` and ``max(0, r)`` (``squared`` 0), ``(r, r², r²)`` for the squared
+    residual (1), ``(t, t², t²)`` with ``t = max(0, r)`` for the squared hinge (2)."""
+    if squared == 1:
         return r, r * r, r * r
+    if squared == 2:
+        t = r if r > 0.0 else 0.0
+        return t, t * t, t * t
     u = _clip_u(r, mu, s)
     return u, u * r - 0.5 * mu * s * u * u, (r if r > 0.0 else 0.0)
 
@@ -59,7 +64,7 @@ def _smoothed(r, mu, s, squared):
 def _model_terms(c, C, r, rv, s, norm, mu, squared, two, out_s, out_slack):
     """Model ``c``'s terms of a row of cost ``C`` at residual ``r`` (and ``rv`` at the second
     point when ``two``), with ``s̄_i = s``, ``‖x̄_i‖ = norm``, smoothing ``mu`` and the squared
-    residual when ``squared``: added to ``out_s[c]``, the screening slack lowered in
+    loss ``squared`` (:func:`_smoothed`): added to ``out_s[c]``, the screening slack lowered in
     ``out_slack[c]``; returns ``u``."""
     slack = -r / norm if norm > 0.0 else -math.inf
     if slack < out_slack[c]:
@@ -73,11 +78,8 @@ def _model_terms(c, C, r, rv, s, norm, mu, squared, two, out_s, out_slack):
     out_s[c, 1] += C * loss
     out_s[c, 2] += C * u
     out_s[c, 3] += C * s * u * u
-    if two and squared:
-        out_s[c, 6] += C * rv * rv
-        out_s[c, 7] += C * rv * rv
-    elif two:
-        _, hv, lossv = _smoothed(rv, mu, s, False)
+    if two:
+        _, hv, lossv = _smoothed(rv, mu, s, squared)
         out_s[c, 6] += C * hv
         out_s[c, 7] += C * lossv
     return u
@@ -119,8 +121,9 @@ def nesvm_rows(X, unit, y, costs, mu, least_squares, W, V, two, out_tmp, out_G, 
         no bias). Its ``squared`` (the squared hinge) is not read.
     mu : ndarray of shape (k,)
         The hinge smoothing per model.
-    least_squares : bool
-        The squared residual of the LS-SVM in the hinge's place.
+    least_squares : int
+        The loss: 0 the (smoothed) hinge, 1 the squared residual of the LS-SVM, 2 the
+        squared hinge.
     W, V : ndarray of shape (n_features + 1, k)
         The point of the round and (``two``) the second point evaluated.
     out_tmp : ndarray of shape (3, k)

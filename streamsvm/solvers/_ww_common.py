@@ -9,8 +9,9 @@ certified iterate, the model returned), the certificate (``cert = [P, D, relativ
 ``DG_1``), the stopping rules and the history entries; the loops differ in their iterates
 and their checkpoints (:class:`WestonWatkinsBase` leaves ``start``, ``step``,
 ``final_check`` and ``state_version`` to each). Two classes (a binary store): Weston–Watkins
-with ``C`` is the binary hinge SVM with ``2C`` (spec §7.12): ``u = w_+ − w_−`` is returned
-as a binary model and declared as that problem.
+with ``C`` is the binary hinge SVM with ``2C`` (spec §7.12), so it is solved with ``C/2``:
+the binary hinge SVM with the user's ``C``; ``u = w_+ − w_−`` is returned as a binary model
+and declared as that problem.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class WestonWatkinsBase(Solver):
                "duality gap of each pass's iterate certified by the next pass")
     params = (
         C_PARAM,
-        Param("bias", "float", 0.0, "value of a constant bias feature, regularized like the "
+        Param("bias", "float", 1.0, "value of a constant bias feature, regularized like the "
               "weights (LIBLINEAR -B); 0: no bias, the paper's setting", low=0.0),
         *COMMON_PARAMS,
         CLASS_WEIGHT_PARAM,
@@ -49,15 +50,16 @@ class WestonWatkinsBase(Solver):
     )
 
     def problem(self, store) -> Problem:
-        joint = self.joint_problem()
+        joint = self.joint_problem(store)
         if store.task != "binary":
             return joint
-        return dataclasses.replace(joint, C=2 * self.C, layout="binary")   # (module doc)
+        return dataclasses.replace(joint, C=self.C, layout="binary")   # (module doc)
 
-    def joint_problem(self) -> Problem:
-        """The Weston–Watkins problem with ``C``, which the kernels solve on every store (two
-        classes too: declared as the binary problem, module doc)."""
-        return Problem(loss="hinge", C=self.C, class_weight=self.class_weight, bias=self.bias,
+    def joint_problem(self, store) -> Problem:
+        """The Weston–Watkins problem the kernels solve: with ``C``, or ``C/2`` on two
+        classes, where it is the binary hinge SVM with ``C`` (module doc)."""
+        C = self.C / 2 if store.task == "binary" else self.C
+        return Problem(loss="hinge", C=C, class_weight=self.class_weight, bias=self.bias,
                        bias_mode="regularized" if self.bias else "none", layout="joint")
 
     def check_store(self, store) -> None:
@@ -77,7 +79,7 @@ class WestonWatkinsBase(Solver):
         sched.check_budget("ww", {weights: Need((D1, k), count=3)})
         # the joint problem's costs: Cp[y] of a row of class y (a binary store's classes:
         # −1, +1 → 0, 1), the kernels' (kernels/_ww.py)
-        self.costs = self.kernel_costs(store, self.joint_problem())
+        self.costs = self.kernel_costs(store, self.joint_problem(store))
         self.unit = store.binary_values
         self.beta = sched.state("ww.beta", np.float64, width=k - 1)
         self.gamma = sched.state("ww.gamma", np.float64)

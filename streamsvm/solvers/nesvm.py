@@ -7,10 +7,16 @@ regularized constant feature of value ``B``, ``C_i`` the row's cost with class w
     C-SVM  (loss="hinge",   penalty="l2"):  ½‖w̄‖² + Σ_i C_i max(0, 1 − y_i w̄·x̄_i)
     LP-SVM (loss="hinge",   penalty="l1"):  ‖w̄‖₁  + Σ_i C_i max(0, 1 − y_i w̄·x̄_i)
     LS-SVM (loss="squared"):                ½‖w̄‖² + Σ_i C_i (1 − y_i w̄·x̄_i)²
+    L2-SVM (loss="squared_hinge"):          ½‖w̄‖² + Σ_i C_i max(0, 1 − y_i w̄·x̄_i)²
 
 ``free_bias=True`` (C-SVM only): the paper's unregularized bias (Eq. 37, spec §1.4),
 ``½‖w‖² + Σ_i C_i max(0, 1 − y_i (w·x_i + bB))``: the regularizer and its gradient leave the
 bias coordinate out (spec §1.4's ``dF/db = −C Σ y_i u_i``).
+
+The squared hinge is smooth like the LS-SVM loss and shares its method: no smoothing stage,
+the Lipschitz bound ``1 + 2 C_max Λ`` (``max(0, r)²`` curves at most as ``r²``), and the
+dual point ``α_i = 2 C_i max(0, r_i) ≥ 0``, feasible for the L2-SVM's dual ``Σ α − Σ α²/(4C)
+− ½‖Σ α y x̄‖²`` (the LS-SVM's, with ``α ≥ 0``), so the gap is as exact.
 
 Smoothing (spec §2): the hinge becomes ``h_μ(r) = max_{0≤u≤1} u r − ½ μ s̄_i u²`` with
 ``s̄_i = max(‖x_i‖∞, B)`` (Eq. 5–10 with the corrected threshold ``1 − μ s̄_i``; within
@@ -117,7 +123,7 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
     parts of the method are mixins over its state, one module each (``_nesvm_*.py``)."""
 
     summary = ("Nesterov's optimal gradient method (NESVM: Zhou, Tao & Wu, 2010) on the "
-               "smoothed hinge (C-SVM), the "
+               "squared hinge, the smoothed hinge (C-SVM), the "
                "l1-norm SVM (--penalty l1) or the least-squares SVM (--loss squared): one "
                "pass per round, homotopy on the smoothing, a free duality gap; many C values "
                "(--C-path) or classes share each pass")
@@ -126,9 +132,10 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
         C_PARAM,
         Param("C_path", "floats", None, "train one model per C value in the same passes "
               "(e.g. 0.01,0.1,1,10); replaces C", low=0.0, low_open=True, flag="--C-path"),
-        Param("loss", "choice", "hinge", "hinge (C-SVM, or LP-SVM with --penalty l1) or "
-              "squared: the squared residual (1 - y w.x)^2 of the least-squares SVM",
-              choices=("hinge", "squared")),
+        Param("loss", "choice", "squared_hinge", "squared_hinge = LIBLINEAR -s 1's problem, "
+              "hinge (C-SVM, or LP-SVM with --penalty l1) = -s 3's, or squared: the squared "
+              "residual (1 - y w.x)^2 of the least-squares SVM",
+              choices=("squared_hinge", "hinge", "squared")),
         Param("penalty", "choice", "l2", "l2: 1/2||w||^2; l1: ||w||_1 (LP-SVM, hinge only)",
               choices=("l2", "l1")),
         BIAS_PARAM,
@@ -196,17 +203,17 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
                 "nesvm: free_bias=True is the C-SVM's (loss='hinge', penalty='l2') with a bias "
                 f"feature (bias > 0); got loss={self.loss!r}, penalty={self.penalty!r}, "
                 f"bias={self.bias!r}")
-        if self.loss == "squared" and self.screening:
-            raise InvalidParameterError("nesvm: screening=True needs loss='hinge': every row "
-                                        "of the squared loss contributes to the gradient")
-        if self.loss == "squared" and self.penalty == "l1":
-            raise InvalidParameterError("nesvm: penalty='l1' (LP-SVM) goes with loss='hinge'; "
-                                        "the least-squares SVM (loss='squared') is l2")
-        if self.loss == "squared" and self.lipschitz == "paper":
+        if self.loss != "hinge" and self.screening:
+            raise InvalidParameterError(f"nesvm: screening=True needs loss='hinge' (got "
+                                        f"{self.loss!r}): the screening bound is the hinge's")
+        if self.loss != "hinge" and self.penalty == "l1":
+            raise InvalidParameterError(f"nesvm: penalty='l1' (LP-SVM) goes with loss='hinge' "
+                                        f"(got {self.loss!r}); the other losses are l2")
+        if self.loss != "hinge" and self.lipschitz == "paper":
             raise InvalidParameterError(
-                "nesvm: lipschitz='paper' is not available for loss='squared': the paper's "
-                "LS-SVM constant 1 + 2C max||x_i||^2 (Eq. 56) is below the true one and the "
-                "method diverges; use 'power' or 'trace'")
+                f"nesvm: lipschitz='paper' is not available for loss={self.loss!r}: the "
+                f"paper's LS-SVM constant 1 + 2C max||x_i||^2 (Eq. 56) is below the true one "
+                f"and the method diverges; use 'power' or 'trace'")
 
     # -- setup -------------------------------------------------------------------------
     def start(self, sched) -> None:
@@ -219,7 +226,8 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
                                       Need((D1, POWER_VECTORS), count=3))})
         self.costs = self.kernel_costs(store)      # the models of each C of the path
         self.unit = store.binary_values
-        self.sq = self.loss == "squared"
+        self.sq = self.loss != "hinge"                  # a smooth loss (module doc)
+        self.loss_code = ("hinge", "squared", "squared_hinge").index(self.loss)
         self.l1 = self.penalty == "l1"
         self.n_rows = sched.n_rows
         self._sides = None                          # a free bias: the positive side's sums
@@ -296,7 +304,8 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
             active = self._screen(two)
             if active is None:                        # a full pass refreshes the bounds
                 acc["slack"] = Accumulator((sched.n_blocks, K), op="min")
-        res = sched.map_reduce(_round_block, args=(self.W, self.Y, two, self.costs, mu, self.sq,
+        res = sched.map_reduce(_round_block, args=(self.W, self.Y, two, self.costs, mu,
+                                                   self.loss_code,
                                                    self.unit),
                                acc=acc, active=active)
         if "slack" in res:

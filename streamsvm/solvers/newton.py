@@ -125,8 +125,8 @@ class NewtonSolver(NewtonSteps, Solver):
                "term and its active set: about one pass per Newton step")
     params = (
         C_PARAM,
-        Param("loss", "choice", "hinge", "hinge (smoothed, with continuation; LIBLINEAR -s 3's "
-              "problem) or squared_hinge (LIBLINEAR -s 2's problem)",
+        Param("loss", "choice", "squared_hinge", "squared_hinge (LIBLINEAR -s 2's problem) or "
+              "hinge (smoothed, with continuation; LIBLINEAR -s 3's problem)",
               choices=("hinge", "squared_hinge")),
         BIAS_PARAM,
         Param("l1", "float", 0.0, "weight rho of the l1 term rho*||w||_1 (0: l2 only); w = 0 "

@@ -52,8 +52,9 @@ instead (local Walrus epochs with shrinking on every worker, the best steps alon
 combined changes): the same problem and certificate, other iterates.
 
 Two classes (a binary store): Weston–Watkins with ``C`` is the binary hinge SVM with
-``2C`` (spec §7.12): ``u = w_+ − w_−`` is returned as a binary model and declared as that
-problem, so its objective is ``2·P(W)`` and predictions are the same.
+``2C`` (spec §7.12), so ww solves it with ``C/2``: the binary hinge SVM with the user's
+``C``, the problem every other solver solves with that ``C``. ``u = w_+ − w_−`` is returned
+as a binary model and declared as that problem, so its objective is ``2·P(W)``.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def test_csvm_certified_against_dcd(a9a, C):
     X, y = a9a
     n = 600 if C < 100 else 200
     store = InMemoryStore(X[:n], y[:n], chunk_rows=97)
-    model, res = train(store, solver="nesvm", C=C, max_passes=30000)
+    model, res = train(store, solver="nesvm", loss="hinge", C=C, max_passes=30000)
     assert res.converged and res.stop_value <= 1e-3
     lo, hi = _bounds(store, C)
     # within tol of dcd's optimum, and the certificate bounds the true suboptimality (spec
@@ -62,14 +62,36 @@ def test_csvm_certified_against_dcd(a9a, C):
     assert evaluate(model, store)["objective"] == pytest.approx(res.primal, rel=1e-12)
 
 
+@pytest.mark.parametrize("C", [0.01, 1.0, 100.0])
+def test_squared_hinge_certified_against_dcd(a9a, C):
+    """The default loss: the L2-SVM, its dual point 2C max(0, r) feasible, so the gap bounds
+    the distance to dcd's optimum of the same problem."""
+    X, y = a9a
+    store = InMemoryStore(X, y, chunk_rows=97)
+    model, res = train(store, solver="nesvm", C=C, max_passes=30000)
+    assert model.params["loss"] == "squared_hinge"
+    assert res.converged and res.stop_value <= 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, ref = train(store, solver="dcd", C=C, tol=1e-9, max_passes=5000)
+    assert ref.dual - 1e-9 <= res.primal <= ref.primal * (1 + 1e-3)
+    assert res.dual <= ref.primal + 1e-9
+    assert evaluate(model, store)["objective"] == pytest.approx(res.primal, rel=1e-12)
+    X, y = _load("dna/dna.scale", 300, 180)
+    store = InMemoryStore(X, y, chunk_rows=100)
+    model, res = train(store, solver="nesvm", C=C)
+    _, ref = train(store, solver="dcd", C=C, tol=1e-9, max_passes=5000)
+    assert res.converged and res.primal <= ref.primal * (1 + 1e-3)
+
+
 def test_csvm_mushrooms_and_one_vs_rest():
     X, y = _load("mushrooms/mushrooms", 800, 112)
     store = InMemoryStore(X, y, chunk_rows=200)
-    _, res = train(store, solver="nesvm", C=0.01)
+    _, res = train(store, solver="nesvm", loss="hinge", C=0.01)
     assert res.converged and res.primal <= _optimum(store, 0.01) * (1 + 1e-3)
     X, y = _load("dna/dna.scale", 300, 180)
     store = InMemoryStore(X, y, chunk_rows=100)
-    model, res = train(store, solver="nesvm", C=0.1)
+    model, res = train(store, solver="nesvm", loss="hinge", C=0.1)
     assert res.converged and model.coef.shape == (3, 180)
     assert res.primal <= _optimum(store, 0.1) * (1 + 1e-3)
 
@@ -97,7 +119,7 @@ def test_lpsvm_matches_an_lp_solver(a9a):
                                 A_ub=np.hstack([-Ay, Ay, -np.eye(n)]), b_ub=-np.ones(n),
                                 bounds=(0, None), method="highs")
     store = InMemoryStore(X, y, chunk_rows=50)
-    model, res = train(store, solver="nesvm", penalty="l1", C=C, max_passes=20000)
+    model, res = train(store, solver="nesvm", loss="hinge", penalty="l1", C=C, max_passes=20000)
     assert res.converged
     assert lp.fun - 1e-7 <= res.primal <= lp.fun * (1 + 1e-3)
     assert res.dual <= lp.fun + 1e-7
@@ -107,7 +129,7 @@ def test_lpsvm_matches_an_lp_solver(a9a):
 def test_lipschitz_power_cached_in_the_store(a9a, tmp_path):
     X, y = a9a
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=128, dtype="float64")
-    _, first = train(store, solver="nesvm", C=1.0)
+    _, first = train(store, solver="nesvm", loss="hinge", C=1.0)
     kinds = [h["kind"] for h in first.history]
     assert kinds.count("lipschitz") >= 1
     doc = json.loads((tmp_path / "s.zarr" / "zarr.json").read_text())
@@ -120,7 +142,7 @@ def test_lipschitz_power_cached_in_the_store(a9a, tmp_path):
     assert lam <= entry["stats"][2] <= X.shape[0] * entry["stats"][3]     # spec §5
     # the second run on the store spends no pass on it, and makes the same model
     store = open_store(tmp_path / "s.zarr")
-    _, second = train(store, solver="nesvm", C=1.0)
+    _, second = train(store, solver="nesvm", loss="hinge", C=1.0)
     assert [h["kind"] for h in second.history].count("lipschitz") == 0
     assert second.passes == first.passes - kinds.count("lipschitz")
     assert second.primal == first.primal
@@ -133,7 +155,7 @@ def test_a_damaged_cache_entry_is_ignored(a9a, tmp_path):
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=128, dtype="float64")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        train(store, solver="nesvm", C=1.0, max_passes=40)
+        train(store, solver="nesvm", loss="hinge", C=1.0, max_passes=40)
     path = tmp_path / "s.zarr" / "zarr.json"
     doc = json.loads(path.read_text())
     doc["attributes"]["streamsvm_derived"][DERIVED]["value"]["lambda"] *= 0.5
@@ -141,7 +163,8 @@ def test_a_damaged_cache_entry_is_ignored(a9a, tmp_path):
     with pytest.warns(RuntimeWarning, match="damaged"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            _, res = train(open_store(path.parent), solver="nesvm", C=1.0, max_passes=2)
+            _, res = train(open_store(path.parent), solver="nesvm", loss="hinge", C=1.0,
+                           max_passes=2)
     assert res.history[0]["kind"] == "lipschitz"
 
 
@@ -153,12 +176,13 @@ def test_safeguard_recovers_from_a_too_small_constant(a9a, tmp_path, monkeypatch
     store = write_store(tmp_path / "s.zarr", X, y, chunk_rows=128, dtype="float64")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        train(store, solver="nesvm", C=1.0, max_passes=40)
+        train(store, solver="nesvm", loss="hinge", C=1.0, max_passes=40)
     value, vecs = _derived.read_derived(store, DERIVED, with_array=True)
     value["lambda"] /= 50
     value["theta"] = [t / 50 for t in value["theta"]]
     _derived.write_derived(store, DERIVED, value, array=vecs)
-    model, res = train(open_store(tmp_path / "s.zarr"), solver="nesvm", C=1.0, shrink_l=False)
+    model, res = train(open_store(tmp_path / "s.zarr"), solver="nesvm", loss="hinge", C=1.0,
+                       shrink_l=False)
     assert res.converged and res.primal <= _optimum(store, 1.0) * (1 + 1e-3)
     doubled = [a["lipschitz"] == 2 * b["lipschitz"] for b, a in zip(res.history, res.history[1:])
                if a["mu"] == b["mu"]]
@@ -186,8 +210,8 @@ def test_shrinking_l_to_the_local_curvature_saves_rounds(a9a):
     fewer rounds to the same certified gap, and L below its global value at the end."""
     X, y = a9a
     store = InMemoryStore(X, y, chunk_rows=101)
-    _, local = train(store, solver="nesvm", C=1.0)
-    _, glob = train(store, solver="nesvm", C=1.0, shrink_l=False)
+    _, local = train(store, solver="nesvm", loss="hinge", C=1.0)
+    _, glob = train(store, solver="nesvm", loss="hinge", C=1.0, shrink_l=False)
     assert local.converged and glob.converged
     assert local.passes < glob.passes
     assert local.primal <= _optimum(store, 1.0) * (1 + 1e-3)
@@ -199,7 +223,8 @@ def test_shrinking_l_to_the_local_curvature_saves_rounds(a9a):
 def test_one_pass_per_round(a9a):
     X, y = a9a
     store = InMemoryStore(X, y, chunk_rows=101)
-    _, res = train(store, solver="nesvm", C=1.0, homotopy="geometric", mu=0.5, rho=0.5)
+    _, res = train(store, solver="nesvm", loss="hinge", C=1.0, homotopy="geometric", mu=0.5,
+                   rho=0.5)
     assert [h["passes"] for h in res.history] == [float(i + 1) for i in range(len(res.history))]
     mus = [h["mu"] for h in res.history]
     assert mus == sorted(mus, reverse=True) and mus[-1] < 0.5
@@ -212,7 +237,7 @@ def test_homotopy_modes_stop_after_their_last_stage(a9a, mode):
     kw = {"mu": 5.0} if mode == "none" else {"mu": 1.0, "mu_min": 0.05}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, res = train(store, solver="nesvm", C=1.0, homotopy=mode, **kw)
+        _, res = train(store, solver="nesvm", loss="hinge", C=1.0, homotopy=mode, **kw)
     said = any("smoothed problem of the last stage" in str(w.message) for w in caught)
     assert said == (res.stop_value > 1e-3)
     assert res.converged
@@ -227,13 +252,13 @@ def test_c_path_shares_the_passes(a9a, tmp_path):
     X, y = a9a
     store = InMemoryStore(X, y, chunk_rows=150)
     Cs = [0.01, 0.1, 1.0]
-    models, res = train(store, solver="nesvm", C_path=Cs)
+    models, res = train(store, solver="nesvm", loss="hinge", C_path=Cs)
     assert res.converged and len(models) == 3
     for C, m in zip(Cs, models):
         assert m.problem["C"] == C
         assert evaluate(m, store)["objective"] <= _optimum(store, C) * (1 + 1e-3)
     # (the same chunking: a pass's sums combine by reduction group, _reduce.py)
-    est = ss.LinearSVC(solver="nesvm", C_path=Cs, chunk_rows=150).fit(X, y)
+    est = ss.LinearSVC(solver="nesvm", loss="hinge", C_path=Cs, chunk_rows=150).fit(X, y)
     assert sorted(est.path_) == Cs
     np.testing.assert_array_equal(est.path_[0.1].coef_, models[1].coef)
 
@@ -248,7 +273,7 @@ def test_free_bias_certified_against_alm(a9a, C):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         _, ref = train(store, solver="alm", loss="hinge", C=C, tol=1e-8, max_passes=20000)
-    model, res = train(store, solver="nesvm", C=C, free_bias=True, tol=1e-4,
+    model, res = train(store, solver="nesvm", loss="hinge", C=C, free_bias=True, tol=1e-4,
                        max_passes=20000)
     assert res.converged and res.stop_value <= 1e-4
     assert ref.primal * (1 - 1e-7) <= res.primal <= ref.primal * (1 + 1e-4)
@@ -257,7 +282,7 @@ def test_free_bias_certified_against_alm(a9a, C):
     assert model.problem["bias_mode"] == "free"
     assert evaluate(model, store)["objective"] == pytest.approx(res.primal, rel=1e-9)
     # the regularized-bias problem is another one: its optimum is higher here
-    _, reg = train(store, solver="nesvm", C=C, tol=1e-4, max_passes=20000)
+    _, reg = train(store, solver="nesvm", loss="hinge", C=C, tol=1e-4, max_passes=20000)
     assert reg.primal > res.primal
 
 
@@ -307,8 +332,8 @@ def test_the_preconditioner_bounds_the_hessian(a9a):
 def test_preconditioning_saves_rounds(a9a):
     X, y = a9a
     store = InMemoryStore(X, y, chunk_rows=101)
-    _, pre = train(store, solver="nesvm", C=1.0)
-    _, plain = train(store, solver="nesvm", C=1.0, precondition=False)
+    _, pre = train(store, solver="nesvm", loss="hinge", C=1.0)
+    _, plain = train(store, solver="nesvm", loss="hinge", C=1.0, precondition=False)
     assert pre.converged and plain.converged and pre.passes < plain.passes
 
 
@@ -318,8 +343,8 @@ def test_screening_skips_blocks_and_keeps_the_iterates():
     X, y = _load("mushrooms/mushrooms", 2000, 112)
     order = np.argsort(y, kind="stable")          # blocks of one class: whole blocks far away
     store = InMemoryStore(X[order], y[order], chunk_rows=50)
-    m0, plain = train(store, solver="nesvm", C=0.01)
-    m1, screened = train(store, solver="nesvm", C=0.01, screening=True)
+    m0, plain = train(store, solver="nesvm", loss="hinge", C=0.01)
+    m1, screened = train(store, solver="nesvm", loss="hinge", C=0.01, screening=True)
     assert screened.converged and screened.passes < plain.passes
     np.testing.assert_array_equal(m0.coef, m1.coef)
     assert screened.n_iter == plain.n_iter
@@ -335,5 +360,6 @@ def test_fewer_features_than_power_vectors_certify(d):
     X = rng.standard_normal((200, d))
     y = np.where(X @ rng.standard_normal(d) > 0, 1.0, -1.0)
     model, res = train(InMemoryStore(sp.csr_matrix(X), y, chunk_rows=50), solver="nesvm",
+                       loss="hinge",
                        max_passes=3000)
     assert res.converged and res.stop_value <= 1e-3

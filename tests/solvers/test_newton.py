@@ -38,6 +38,7 @@ def _bundled_a9a(n=None):
 
 def _fit(X, y, chunk_rows=500, **kw):
     kw.setdefault("max_passes", 200)
+    kw.setdefault("loss", "hinge")              # the loss these tests are about
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return train(InMemoryStore(X, y, chunk_rows=chunk_rows), solver="newton", **kw)
@@ -356,7 +357,8 @@ def test_cg_kill_and_resume_is_bit_identical(tmp_path):
     X, y = _load("a9a/a9a", 1500, 123)
     store = InMemoryStore(X, y, chunk_rows=300)
     check_kill_and_resume(
-        lambda **kw: train(store, solver="newton", hessian="cg", tol=1e-4, **kw), tmp_path,
+        lambda **kw: train(store, solver="newton", loss="hinge", hessian="cg", tol=1e-4, **kw),
+        tmp_path,
         stops=(2, 5))
 
 

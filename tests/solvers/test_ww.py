@@ -24,6 +24,7 @@ from .test_newton import _load
 
 def _fit(X, y, chunk_rows=100, **kw):
     kw.setdefault("max_passes", 400)
+    kw.setdefault("bias", 0.0)                  # the paper's setting, these tests' problem
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return train(InMemoryStore(X, y, chunk_rows=chunk_rows), solver="ww", **kw)
@@ -103,10 +104,12 @@ def test_weights_stay_the_image_of_beta_and_beta_stays_in_its_box(slab):
         sched.close()
 
 
-def test_two_classes_are_the_binary_hinge_svm_with_twice_c():
-    # spec §7.12: WW with C on two classes = the binary hinge SVM with 2C, u = w_+ − w_−
+def test_two_classes_are_the_binary_hinge_svm_with_the_same_c():
+    # spec §7.12: WW with C on two classes = the binary hinge SVM with 2C, u = w_+ − w_−; ww
+    # solves it with C/2, so that C means the binary problem every solver solves
     X, y = _load("a9a/a9a", 600, 123)
-    ww, r = _fit(X, y, C=0.05, bias=1.0, tol=1e-6, gap_decay=0.0, max_passes=2000)
+    ww, r = _fit(X, y, C=0.1, bias=1.0, tol=1e-6, gap_decay=0.0, max_passes=2000)
+    assert ww.problem["C"] == 0.1 and ww.params["C"] == 0.1
     assert r.converged and ww.coef.shape == (1, 123)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -59,7 +59,7 @@ def test_the_cpp_reference_solves_the_same_problem(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         _, res = train(bench_ww._store("vowel", data_dir, str(tmp_path)), solver="ww", C=1.0,
-                       tol=1e-9, gap_decay=0.0, max_passes=20000)
+                       bias=0.0, tol=1e-9, gap_decay=0.0, max_passes=20000)
     # (the store holds float32 values, the reference parses doubles: 1e-8 apart)
     assert ref["dual"] <= res.primal * (1 + 1e-8) and res.dual <= ref["primal"] * (1 + 1e-8)
     assert ref["primal"] == pytest.approx(res.primal, rel=1e-6)

@@ -47,20 +47,21 @@ def warm_cache(store, **kw) -> None:
 def cmd_homotopy(args) -> list:
     from streamsvm.io import open_store
     store = open_store(args.store)
-    common = dict(C=args.C, tol=args.tol, max_passes=args.max_passes, memory=args.memory)
-    warm_cache(store, C=args.C)
+    common = dict(C=args.C, loss="hinge", tol=args.tol, max_passes=args.max_passes,
+                  memory=args.memory)
+    warm_cache(store, C=args.C, loss="hinge")
     rows = [fit(store, solver="nesvm", **common)]
     rows.append(fit(store, solver="nesvm", homotopy="geometric", rho=0.2, **common))
     rows.append(fit(store, solver="nesvm", homotopy="none", mu=rows[0]["mu_last"], **common))
-    rows.append(fit(store, solver="dcd", loss="hinge", **common))
+    rows.append(fit(store, solver="dcd", **common))
     return rows
 
 
 def cmd_path(args) -> list:
     from streamsvm.io import open_store
     store = open_store(args.store)
-    common = dict(tol=args.tol, max_passes=args.max_passes, memory=args.memory)
-    warm_cache(store)
+    common = dict(loss="hinge", tol=args.tol, max_passes=args.max_passes, memory=args.memory)
+    warm_cache(store, loss="hinge")
     rows = [fit(store, solver="nesvm", C_path=PAPER_CS, **common)]
     rows += [fit(store, solver="nesvm", C=C, **common) for C in PAPER_CS]
     return rows

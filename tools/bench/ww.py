@@ -109,7 +109,8 @@ def measure(name: str, *, C: float = 2 ** -4, repeat: int = 3, max_passes: float
     def fit():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            return train(store, solver="ww", C=C, tol=1e-12, max_passes=max_passes)
+            return train(store, solver="ww", C=C, bias=0.0, tol=1e-12,   # (as the C++ code)
+                         max_passes=max_passes)
     secs, (model, res) = _best(fit, repeat)
     acc = evaluate(model, test)["accuracy"] if test else None
     rows = [{"data": name, "method": "ww", "passes": res.passes, "seconds": secs,
