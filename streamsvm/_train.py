@@ -37,26 +37,27 @@ RUN_PARAMS = (
     Param("memory", "size", "1GB", "RAM budget for per-row state, resident rows, blocks in "
           "flight and cached blocks (e.g. 2GB, 512MiB); the process peaks near the runtime "
           "floor (about 190 MB) plus this. It decides what stays in RAM, so it steers the "
-          "solver's path: --resume refuses a budget other than the checkpoint's (naming it). "
+          "solver's path: resuming refuses a budget other than the checkpoint's (naming it). "
           "Per process: with --scheduler, each dask worker's budget for the blocks it "
           "caches (the rows it keeps for shrinking) and its per-row state"),
     Param("seed", "int", 0, "seed of every random order (the same seed gives the same "
           "model)", low=0),
     Param("checkpoint", "str", None, "directory or URL for checkpoints (any fsspec URL); "
-          "one run per directory: one already holding checkpoints needs --resume (this "
-          "run's) or --overwrite-checkpoint"),
+          "one run per directory: the same command again continues the run there, another "
+          "run is refused unless --overwrite-checkpoint"),
     Param("checkpoint_every", "float", 1.0, "passes over the data between checkpoints (a "
           "checkpoint is also written at the end and on SIGINT/SIGTERM)", low=0.0,
           flag="--checkpoint-every-passes"),
     Param("checkpoint_every_seconds", "float", 0.0, "seconds between checkpoints (0: only by "
           "passes)", low=0.0),
-    Param("resume", "bool", False, "continue from the newest valid checkpoint in "
-          "--checkpoint, bit for bit as if never stopped; the data, the solver's parameters, "
-          "--seed, --memory and --readers must be the checkpoint's (a difference is refused, "
-          "naming it)"),
+    Param("resume", "bool", True, "continue from the newest valid checkpoint in "
+          "--checkpoint, bit for bit as if never stopped (the default, in Python too); the "
+          "data, the solver's parameters, --seed, --memory and --readers must be the "
+          "checkpoint's (a difference is refused, naming it). --no-resume: start afresh, "
+          "refused where checkpoints already are unless --overwrite-checkpoint"),
     Param("overwrite_checkpoint", "bool", False, "delete the checkpoints already in "
-          "--checkpoint and start afresh: those of another run, or this run's without "
-          "--resume (with --resume, this run's are continued). Without it such a directory "
+          "--checkpoint and start afresh: those of another run, or this run's with "
+          "--no-resume (otherwise this run's are continued). Without it such a directory "
           "is refused, the safe choice: a new run never prunes checkpoints it did not write"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
           "--memory and for resident rows on disk (default: the system temporary directory); "
@@ -65,7 +66,7 @@ RUN_PARAMS = (
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
           "core; one per block in flight for a remote one); charged to --memory, so "
-          "--resume needs the checkpoint's count (give it to resume on another machine)",
+          "resuming needs the checkpoint's count (give it to resume on another machine)",
           low=1),
     Param("scheduler", "str", None, "train on a dask cluster: the address of its scheduler "
           "(tcp://host:8786); its workers read the store themselves (shared filesystem or "
@@ -122,7 +123,7 @@ def _existing_checkpoints(manager, identity: dict, resume: bool, overwrite: bool
             manager.clear()
             return None
         if state is None:
-            log.warning("no checkpoint under %s: starting from scratch", manager.url)
+            log.info("no checkpoint under %s: starting from scratch", manager.url)
         return state
     if not manager.list():
         return None
@@ -135,7 +136,7 @@ def _existing_checkpoints(manager, identity: dict, resume: bool, overwrite: bool
                f"written by a run with {diffs}); they are kept: use another --checkpoint "
                f"directory" if diffs else
                f"{where} holds checkpoints of this same run (the newest is {newest[0]}): "
-               f"continue it with --resume")
+               f"continue it with resume=True (the default)")
     if not overwrite:
         raise CheckpointError(f"{why}, or pass --overwrite-checkpoint "
                               f"(overwrite_checkpoint=True) to delete them and start afresh")
@@ -153,7 +154,7 @@ def make_solver(solver: str, params: dict):
 
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
-          checkpoint_every_seconds=0.0, resume=False, overwrite_checkpoint=False,
+          checkpoint_every_seconds=0.0, resume=True, overwrite_checkpoint=False,
           storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           progress=False, scheduler=None, **params):
@@ -173,14 +174,15 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     checkpoint_every, checkpoint_every_seconds : float
         Passes over the data, or seconds, between checkpoints (0: only at the end or when
         interrupted).
-    resume : bool
-        Continue from the newest valid checkpoint in ``checkpoint``: the store, the solver's
-        parameters, ``seed``, ``block_rows``, ``memory``, ``readers`` and ``prefetch`` must
-        be the checkpoint's (each steers the run's path); a difference raises
-        ``CheckpointError`` naming it.
+    resume : bool, default True
+        Continue from the newest valid checkpoint in ``checkpoint`` (as the CLI does by
+        default): the store, the solver's parameters, ``seed``, ``block_rows``, ``memory``,
+        ``readers`` and ``prefetch`` must be the checkpoint's (each steers the run's path); a
+        difference raises ``CheckpointError`` naming it. False: start afresh, refused where
+        checkpoints already are unless ``overwrite_checkpoint``.
     overwrite_checkpoint : bool
-        Delete the checkpoints already in ``checkpoint`` (another run's, or without
-        ``resume`` this run's) instead of refusing to start.
+        Delete the checkpoints already in ``checkpoint`` (another run's, or with
+        ``resume=False`` this run's) instead of refusing to start.
     scratch_dir : str, optional
         Local directory for spilled per-row state and resident rows on disk.
     block_rows, prefetch, readers : int, optional
@@ -216,7 +218,7 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
         Before the first pass: ``checkpoint`` or ``scratch_dir`` cannot be written.
     CheckpointError
         Before the first pass, ``checkpoint`` holding checkpoints of another run (every
-        differing parameter named), or of this run without ``resume``, unless
+        differing parameter named), or of this run with ``resume=False``, unless
         ``overwrite_checkpoint``; during training, a checkpoint that cannot be written (the
         last good one named).
     OutputLockedError
@@ -226,8 +228,6 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     from .io import InMemoryStore, OutputLock, StoreMeta, open_store
     from .schedule import PassScheduler
     slv = make_solver(solver, params)       # validates every parameter before any pass
-    if resume and checkpoint is None:
-        raise InvalidParameterError("resume=True needs a checkpoint location")
     if not isinstance(store, StoreMeta):
         store = open_store(store, storage_options=storage_options)
     if len(store.classes) < 2:

@@ -297,7 +297,8 @@ def _cmd_train(args) -> int:
             overwrite_checkpoint=args.overwrite_checkpoint, storage_options=so, should_stop=stop.is_set, scratch_dir=args.scratch_dir,
             readers=args.readers, progress=not args.quiet, scheduler=args.scheduler, **params)
     except KeyboardInterrupt:
-        where = f"; resume with --resume --checkpoint {args.checkpoint}" if args.checkpoint else ""
+        where = (f"; the same command continues from its checkpoint in {args.checkpoint}"
+                 if args.checkpoint else "")
         print(f"streamsvm train: interrupted{where}", file=sys.stderr)
         return 130
     finally:
@@ -316,7 +317,7 @@ def _cmd_train(args) -> int:
         from ._outputs import _reason
         from .exceptions import OutputNotWritableError
         hint = (f"; the final checkpoint under {args.checkpoint} holds the trained model: "
-                f"rerun with --resume to write it" if args.checkpoint else "")
+                f"rerun the same command to write it" if args.checkpoint else "")
         raise OutputNotWritableError(f"cannot write the model output (-o) {args.output!r}: "
                                      f"{_reason(exc)}{hint}") from exc
     seconds = time.perf_counter() - t_start

@@ -63,7 +63,14 @@ class LinearSVC:
     memory : str or int, default="1GB"
     random_state : int, default=0
     checkpoint : str, optional
-        Checkpoint directory or URL; ``fit`` resumes from it when it holds a matching one.
+        Checkpoint directory or URL (the rule of ``streamsvm train --checkpoint``): ``fit``
+        continues the run whose checkpoints it holds; another run's are refused
+        (``CheckpointError`` naming the difference) unless ``overwrite_checkpoint``.
+    resume : bool, default=True
+        False: start afresh, refused where checkpoints already are unless
+        ``overwrite_checkpoint``.
+    overwrite_checkpoint : bool, default=False
+        Delete the checkpoints already in ``checkpoint`` and start afresh.
     chunk_rows : int, default=65536
         Rows per chunk when fitting on in-memory ``X, y``.
     scheduler : distributed.Client or str, optional
@@ -149,7 +156,9 @@ class LinearSVC:
             params["class_weight"] = _coded_weights(params["class_weight"], labels)
         model, result = train(store, solver=solver, memory=self.memory,
                               seed=self.random_state, checkpoint=self.checkpoint,
-                              resume=self.checkpoint is not None, scheduler=self.scheduler,
+                              resume=self.resume,
+                              overwrite_checkpoint=self.overwrite_checkpoint,
+                              scheduler=self.scheduler,
                               **params)
         if labels is not None:
             model = ([dataclasses.replace(m, labels=labels) for m in model]

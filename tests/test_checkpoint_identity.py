@@ -58,7 +58,7 @@ def test_resume_with_another_readers_count_is_refused(store, tmp_path, capsys):
 
 def _interrupted(store, tmp_path, capsys, monkeypatch, *extra):
     """Run train through the CLI and SIGINT it (as a user's Ctrl-C) at its third
-    checkpoint: exit 130, "resume with --resume"."""
+    checkpoint: exit 130, "the same command continues from its checkpoint"."""
     import signal
     from streamsvm.solvers import _driver
     real, saves = _driver._save, []
@@ -71,7 +71,7 @@ def _interrupted(store, tmp_path, capsys, monkeypatch, *extra):
     with monkeypatch.context() as mp:
         mp.setattr(_driver, "_save", save)
         assert _train(store, tmp_path, "--checkpoint-every-passes", "1", *extra) == 130
-    assert "resume with --resume" in capsys.readouterr().err
+    assert "the same command continues from its checkpoint" in capsys.readouterr().err
     return _snapshot(tmp_path / "ck")
 
 
@@ -103,12 +103,18 @@ def test_another_run_does_not_prune_an_interrupted_runs_checkpoints(store, refer
     before = _interrupted(store, tmp_path, capsys, monkeypatch)
     assert _train(store, tmp_path, "--seed", "1", out="other.json") == 2
     err = _error(capsys)
+    assert (f"checkpoint {_newest(before)} under {tmp_path / 'ck'} was written by a run with "
+            f"--seed 0; this run has --seed 1") in err
+    assert "use another --checkpoint directory; --overwrite-checkpoint deletes its" in err
+    assert _snapshot(tmp_path / "ck") == before and not (tmp_path / "other.json").exists()
+    # (--no-resume: the same refusal, worded for a fresh start)
+    assert _train(store, tmp_path, "--seed", "1", "--no-resume", out="other.json") == 2
     assert (f"checkpoint directory {tmp_path / 'ck'} holds the checkpoints of another run (the "
             f"newest, {_newest(before)}, was written by a run with --seed 0; this run has "
             f"--seed 1); they are kept: use another --checkpoint directory, or pass "
-            f"--overwrite-checkpoint to delete them and start afresh") in err
-    assert _snapshot(tmp_path / "ck") == before and not (tmp_path / "other.json").exists()
-    assert _train(store, tmp_path, "--resume") == 0
+            f"--overwrite-checkpoint to delete them and start afresh") in _error(capsys)
+    assert _snapshot(tmp_path / "ck") == before
+    assert _train(store, tmp_path) == 0                  # the same command: continues
     assert (tmp_path / "m.json").read_bytes() == reference[0]
     # the other run, allowed to delete them
     assert _train(store, tmp_path, "--seed", "1", "--overwrite-checkpoint",
@@ -119,15 +125,15 @@ def test_another_run_does_not_prune_an_interrupted_runs_checkpoints(store, refer
     assert (tmp_path / "again.json").read_bytes() == reference[1]
 
 
-def test_the_same_run_without_resume_is_refused(store, reference, tmp_path, capsys,
-                                                monkeypatch):
+def test_the_same_run_with_no_resume_is_refused(store, reference, tmp_path, capsys,
+                                               monkeypatch):
     before = _interrupted(store, tmp_path, capsys, monkeypatch)
-    assert _train(store, tmp_path) == 2
+    assert _train(store, tmp_path, "--no-resume") == 2
     assert (f"checkpoint directory {tmp_path / 'ck'} holds checkpoints of this same run (the "
-            f"newest is {_newest(before)}): continue it with --resume, or pass "
+            f"newest is {_newest(before)}): continue it with --resume (the default), or pass "
             f"--overwrite-checkpoint") in _error(capsys)
     assert _snapshot(tmp_path / "ck") == before
-    assert _train(store, tmp_path, "--overwrite-checkpoint") == 0      # afresh, same model
+    assert _train(store, tmp_path, "--no-resume", "--overwrite-checkpoint") == 0   # afresh
     assert (tmp_path / "m.json").read_bytes() == reference[0]
 
 
@@ -147,6 +153,10 @@ def test_unreadable_checkpoints_are_kept_too(store, tmp_path, capsys):
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "manifest-00000007.json").write_text('{"format": 2, "seq"')
     assert _train(store, tmp_path) == 2
+    err = _error(capsys)
+    assert f"all 1 checkpoints under {tmp_path / 'ck'} are" in err
+    assert "--overwrite-checkpoint deletes its checkpoints" in err
+    assert _train(store, tmp_path, "--no-resume") == 2
     assert "holds checkpoints that cannot be read (all damaged)" in _error(capsys)
     assert _train(store, tmp_path, "--overwrite-checkpoint") == 0
     assert "manifest-00000007.json" not in _snapshot(tmp_path / "ck")
@@ -156,8 +166,8 @@ def test_python_api_refuses_and_overwrites(store, tmp_path):
     from streamsvm._train import train
     from streamsvm.exceptions import CheckpointError
     assert _train(store, tmp_path) == 0
-    with pytest.raises(CheckpointError, match="holds the checkpoints of another run .*seed=0; "
-                                              "this run has seed=2"):
+    with pytest.raises(CheckpointError, match="was written by a run with seed=0; this run "
+                                              "has seed=2"):
         train(str(store), C=0.1, seed=2, checkpoint=str(tmp_path / "ck"))
     model, _ = train(str(store), C=0.1, seed=2, checkpoint=str(tmp_path / "ck"),
                      overwrite_checkpoint=True)

@@ -102,7 +102,7 @@ def test_full_model_output_disk(dna_store, small_tmpfs, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"cannot write the model output (-o) {str(out)!r}" in err
-    assert "No space left on device" in err and "rerun with --resume" in err
+    assert "No space left on device" in err and "rerun the same command" in err
     assert os.listdir(disk) == ["filler"]                   # no model, no partial file
     filler.unlink()
     assert main(args + ["-o", str(out), "--resume"]) == 0

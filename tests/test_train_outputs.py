@@ -209,6 +209,24 @@ def test_in_memory_fit_resumes_only_on_the_same_data(tmp_path):
         ss.LinearSVC(checkpoint=ckpt).fit(X, y2)
 
 
+def test_the_estimators_follow_the_clis_checkpoint_rule(tmp_path):
+    """checkpoint= as --checkpoint: the same fit again continues (resume=True, the default),
+    another C is refused naming it, resume=False refuses this run's own checkpoints, and
+    overwrite_checkpoint=True starts afresh."""
+    from sklearn.datasets import load_svmlight_file
+    X, y = load_svmlight_file(str(data_file("dna/dna.scale")))
+    ckpt = str(tmp_path / "ck")
+    a = ss.LinearSVC(checkpoint=ckpt).fit(X, y)
+    with pytest.raises(CheckpointError, match="with C=1.0; this run has C=2.0"):
+        ss.LinearSVC(checkpoint=ckpt, C=2.0).fit(X, y)
+    with pytest.raises(CheckpointError, match="holds checkpoints of this same run"):
+        ss.LinearSVC(checkpoint=ckpt, resume=False).fit(X, y)
+    b = ss.LinearSVC(checkpoint=ckpt, C=2.0, overwrite_checkpoint=True).fit(X, y)
+    assert b.model_.params["C"] == 2.0 and not np.array_equal(a.coef_, b.coef_)
+    again = ss.LinearSVC(checkpoint=ckpt, C=2.0).fit(X, y)
+    np.testing.assert_array_equal(again.coef_, b.coef_)
+
+
 def test_class_weight_with_checkpoints(dna_store, tmp_path):
     out = tmp_path / "m.json"
     assert main(["train", str(dna_store), "-o", str(out), "-q", "--class-weight", "1=2",
