@@ -110,7 +110,8 @@ def test_a_warning_is_one_line_naming_the_flags(dna_svm, tmp_path):
     warning = [line for line in run.stderr.splitlines() if "warning" in line]
     assert warning == [
         line for line in warning if line.startswith("streamsvm train: warning: dcd reached "
-                                                    "--max-passes 2 after 3.0 passes (the last "
-                                                    "an exact check of the newest weights)")]
+                                                    "--max-passes 2 after 2 passes (+1 certifying "
+                                                    "pass: an exact check of the newest "
+                                                    "weights)")]
     assert len(warning) == 1 and "increase --max-passes or --tol." in warning[0]
     assert "cli.py" not in run.stderr and "model, result" not in run.stderr

@@ -100,7 +100,7 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
         _restore(solver, sched, r, *state)
     t0 = time.perf_counter() - r.seconds0
     bar = _Bar(solver, sched) if progress else None
-    checked = ""                          # said in the ConvergenceWarning
+    checked, extra = "", 0.0              # said in the ConvergenceWarning
     remote = sched.remote
     snapshot = _snapshot(solver, sched, r, t0) if remote else None
     try:
@@ -111,8 +111,11 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
                     r.done = True
                     # an estimate, or an exact certificate of an older iterate than the newest
                     if not r.history[-1]["exact"] or solver.stale:
+                        before = sched.passes
                         _iterate(solver, sched, r, solver.final_check, t0, callback, bar)
-                        checked = " (the last an exact check of the newest weights)"
+                        extra = sched.passes - before
+                        checked = (f" (+{extra:g} certifying pass{'' if extra == 1 else 'es'}: "
+                                   f"an exact check of the newest weights)")
                 if remote and not r.done and len(r.history) % _SNAPSHOT_EVERY == 0:
                     snapshot = _snapshot(solver, sched, r, t0)
             except WorkerLostError as exc:
@@ -141,7 +144,7 @@ def run(solver, sched, *, state=None, callback=None, checkpoint=None, every_pass
     n_iter = solver.n_iter if solver.n_iter >= 0 else len(r.history)
     if not r.converged:
         warnings.warn(f"{solver.name} reached max_passes={solver.max_passes:g} after "
-                      f"{sched.passes:.1f} passes{checked} with {solver.certificate} "
+                      f"{sched.passes - extra:g} passes{checked} with {solver.certificate} "
                       f"{last['gap']:.3g} > tol={solver.tol:g}; increase max_passes or tol.",
                       ConvergenceWarning, stacklevel=3)
     return SolveResult(coef, intercept, n_iter, sched.passes, r.converged, float(last["gap"]),
