@@ -22,7 +22,7 @@ from .solvers import SOLVERS
 __all__ = ["RUN_PARAMS", "estimator_signature", "solver_kwargs"]
 
 RUN_PARAMS = {"memory": "1GB", "random_state": 0, "checkpoint": None, "resume": True,
-              "overwrite_checkpoint": False, "chunk_rows": 65536,
+              "overwrite_checkpoint": False, "warm_start": False, "chunk_rows": 65536,
               "scheduler": None}
 """The run's parameters and their defaults (not a solver's)."""
 

@@ -59,6 +59,9 @@ RUN_PARAMS = (
           "--checkpoint and start afresh: those of another run, or this run's with "
           "--no-resume (otherwise this run's are continued). Without it such a directory "
           "is refused, the safe choice: a new run never prunes checkpoints it did not write"),
+    Param("init_model", "str", None, "warm start: begin at the weights of this model file "
+          "(newton, nesvm, alm; the same task, classes and at most the store's features), "
+          "e.g. a run at a nearby C"),
     Param("scratch_dir", "str", None, "local directory for per-row state that does not fit "
           "--memory and for resident rows on disk (default: the system temporary directory); "
           "the space is reserved before the first pass, or the run refused with the bytes "
@@ -154,7 +157,7 @@ def make_solver(solver: str, params: dict):
 
 
 def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
-          checkpoint_every_seconds=0.0, resume=True, overwrite_checkpoint=False,
+          checkpoint_every_seconds=0.0, resume=True, overwrite_checkpoint=False, init_model=None,
           storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           progress=False, scheduler=None, **params):
@@ -183,6 +186,9 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     overwrite_checkpoint : bool
         Delete the checkpoints already in ``checkpoint`` (another run's, or with
         ``resume=False`` this run's) instead of refusing to start.
+    init_model : str or LinearModel, optional
+        Warm start (newton, nesvm, alm): begin at this model's weights
+        (:mod:`streamsvm._warm_start`).
     scratch_dir : str, optional
         Local directory for spilled per-row state and resident rows on disk.
     block_rows, prefetch, readers : int, optional
@@ -243,6 +249,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
                 "themselves: give a store path or URL (shared filesystem or S3), not "
                 "in-memory data")
         slv = slv.for_cluster(store)
+    warm = None
+    if init_model is not None:
+        from ._warm_start import initial_weights
+        slv.init_W, warm = initial_weights(init_model, store, slv, storage_options)
     problem = slv.problem(store).resolved(store.classes, store.label_counts)
     problem.costs(store.classes, store.label_counts)        # class weights name real labels
     if checkpoint is not None:
@@ -262,6 +272,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     identity = {"store": _store_identity(store) if checkpoint is not None else None,
                 "solver": solver, **slv.get_params(), "seed": seed, "block_rows": block_rows,
                 "memory": sched.memory, "readers": sched.readers, "prefetch": sched.prefetch}
+    if warm is not None:
+        identity["init_model"] = "sha256:" + warm["sha256"]     # (its weights)
     t0 = time.perf_counter()
     try:
         if checkpoint is not None:
@@ -287,6 +299,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     summary = dict(result.summary(), block_rows=block_rows, n_rows=n_rows, seed=seed,
                    store=None if isinstance(store, InMemoryStore) else _store_record(store),
                    history=[{k: h[k] for k in MODEL_HISTORY_KEYS} for h in result.history])
+    if warm is not None:
+        summary["init_model"] = warm
     Cs = slv.Cs
     if len(Cs) > 1:          # a path of C values: one model per C (rows of the result)
         m = len(result.coef) // len(Cs)

@@ -294,7 +294,8 @@ def _cmd_train(args) -> int:
             store, solver=args.solver, memory=args.memory, seed=args.seed,
             checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
             checkpoint_every_seconds=args.checkpoint_every_seconds, resume=args.resume,
-            overwrite_checkpoint=args.overwrite_checkpoint, storage_options=so, should_stop=stop.is_set, scratch_dir=args.scratch_dir,
+            overwrite_checkpoint=args.overwrite_checkpoint, init_model=args.init_model,
+            storage_options=so, should_stop=stop.is_set, scratch_dir=args.scratch_dir,
             readers=args.readers, progress=not args.quiet, scheduler=args.scheduler, **params)
     except KeyboardInterrupt:
         where = (f"; the same command continues from its checkpoint in {args.checkpoint}"

@@ -71,6 +71,10 @@ class LinearSVC:
         ``overwrite_checkpoint``.
     overwrite_checkpoint : bool, default=False
         Delete the checkpoints already in ``checkpoint`` and start afresh.
+    warm_start : bool, default=False
+        A second ``fit`` begins at the weights of the first (``streamsvm train
+        --init-model``): the primal solvers (newton, nesvm, alm) only; y must have the
+        same classes.
     chunk_rows : int, default=65536
         Rows per chunk when fitting on in-memory ``X, y``.
     scheduler : distributed.Client or str, optional
@@ -154,7 +158,8 @@ class LinearSVC:
         params = solver_kwargs(self, self._defaults, solver)
         if labels is not None and isinstance(params.get("class_weight"), dict):
             params["class_weight"] = _coded_weights(params["class_weight"], labels)
-        model, result = train(store, solver=solver, memory=self.memory,
+        init = self._warm_model(labels) if self.warm_start else None
+        model, result = train(store, solver=solver, memory=self.memory, init_model=init,
                               seed=self.random_state, checkpoint=self.checkpoint,
                               resume=self.resume,
                               overwrite_checkpoint=self.overwrite_checkpoint,
@@ -172,6 +177,18 @@ class LinearSVC:
         self.converged_ = bool(result.converged)
         self.history_ = result.history
         return self
+
+    def _warm_model(self, labels):
+        """The fitted model to start from (``warm_start``), its labels checked against
+        ``y``'s (both are trained as the same codes), or None before the first fit."""
+        prev = getattr(self, "model_", None)
+        if prev is None or (prev.labels is None and labels is None):
+            return prev
+        if prev.labels is None or labels is None or not np.array_equal(prev.labels, labels):
+            raise InvalidParameterError(
+                f"warm_start=True starts at the fitted model, of labels "
+                f"{prev.user_classes.tolist()[:10]}; y has {np.asarray(labels).tolist()[:10]}")
+        return dataclasses.replace(prev, labels=None)
 
     def _set_model(self, model: LinearModel):
         self.model_ = model

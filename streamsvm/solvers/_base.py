@@ -276,6 +276,8 @@ class Solver(abc.ABC):
     summary: str = ""
     #: Name of the certificate in the history's ``gap`` column.
     certificate: str = "relative duality gap"
+    warm_start: bool = False    # starts from given weights (``init_W``): the primal solvers
+    init_W = None               # those weights, (n_features + 1, k) (``_warm_start.py``)
 
     def __init__(self, **params):
         table = {p.name: p for p in self.params}
@@ -288,6 +290,13 @@ class Solver(abc.ABC):
         owner = f"solver {self.name!r}"
         for p in self.params:
             setattr(self, p.name, p.validate(owner, params.get(p.name, p.default)))
+
+    def initial_W(self, D1: int, K: int) -> np.ndarray:
+        """The starting weights: zeros, or the warm start's ``init_W`` (tiled when there are
+        more models, as one per C of a path)."""
+        if self.init_W is None:
+            return np.zeros((D1, K))
+        return np.tile(self.init_W, (1, K // self.init_W.shape[1]))
 
     @classmethod
     def param_table(cls) -> dict:

@@ -55,8 +55,8 @@ class Sequences:
     flags (``restart``, ``shrink_l``, ``safeguard``, ``l1``)."""
 
     def _start_sequences(self, D1: int, K: int) -> None:
-        self.W = np.zeros((D1, K))                  # w^k
-        self.Z = np.zeros((D1, K))                  # the prox-centre w*
+        self.W = self.initial_W(D1, K)              # w^k (w^0: a warm start's, or 0)
+        self.Z = self.W.copy()                      # the prox-centre w*
         self.S = np.zeros((D1, K))                  # Σ (i+1)/2 g^i
         self.Y = np.zeros((D1, K))                  # y^{k-1}, evaluated with w^k
         self.kk = np.zeros(K, dtype=np.int64)       # k in the current sequence

@@ -84,6 +84,7 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
     the certificate in :mod:`._alm_certificate`, the ridge subproblem in :mod:`._alm_ridge`,
     the stopping rules and μ's schedule in :mod:`._alm_rules`."""
 
+    warm_start = True
     summary = ("ADMM on the primal L1, L2 or Lp-loss SVM with a free intercept (Nie, Huang, Wang & Huang, ICML 2014): "
                "closed-form per-row updates and a ridge subproblem solved exactly from the Gram "
                "matrix (one pass per iteration, few features) or by conjugate gradients; a "
@@ -207,8 +208,8 @@ class AlmSolver(AlmRules, AlmRidge, AlmCertificate, Solver):
         self.lam = sched.state("alm.lam", np.float64, width=K)
         self.e = sched.state("alm.e", np.float64, width=K)
         ones = self.w0 == "ones" or (self.w0 == "auto" and self.paper)
-        self.W = np.zeros((D1, K))
-        if ones:
+        self.W = self.initial_W(D1, K)
+        if ones and self.init_W is None:
             self.W[:-1] = 1.0
         self.Wcert = self.W.copy()                  # the point returned (module doc)
         mu = self.mu if self.mu is not None else 0.1 * self.C

@@ -122,6 +122,7 @@ class NesvmSolver(LipschitzPhase, Metric, Sequences, Homotopy, Certificate, Scre
     """Nesterov smoothing + optimal gradient method (module doc): the plan of passes; the
     parts of the method are mixins over its state, one module each (``_nesvm_*.py``)."""
 
+    warm_start = True
     summary = ("Nesterov's optimal gradient method (NESVM: Zhou, Tao & Wu, 2010) on the "
                "squared hinge, the smoothed hinge (C-SVM), the "
                "l1-norm SVM (--penalty l1) or the least-squares SVM (--loss squared): one "

@@ -212,8 +212,8 @@ class NewtonSolver(NewtonSteps, Solver):
         self.reg[d] = 0.0 if self.free_bias else 1.0
         self.pen = np.full(D1, self.l1)
         self.pen[d] = 0.0
-        self.W = np.zeros((D1, k))
-        self.A = np.zeros((D1, k), dtype=bool)
+        self.W = self.initial_W(D1, k)
+        self.A = self.W != 0                    # (a warm start's non-zero weights: active)
         self.A[d] = True
         if self.l1 == 0:
             self.A[:] = True
@@ -276,7 +276,7 @@ class NewtonSolver(NewtonSteps, Solver):
                     "csum", "hdiag", "primal", "dual", "gap", "Wbest", "cand", "cand_live",
                     "zhist", "tau")
     state_values = ("steps", "polishes", "polish_visits", "band_used")
-    state_version = 2
+    state_version, warm_start = 2, True
     history_extras = ("alpha", "smoothing_bound", "polish_passes", "polish_band")
 
     def state_dict(self):
