@@ -4,6 +4,7 @@ from . import _numba_cache  # noqa: F401  (first: numba's cache directory, befor
 from .exceptions import (CheckpointError, ConvergenceWarning, FormatError, IncompleteStoreError,
                          InvalidParameterError, StoreError, StoreExistsError, StoreNotFoundError,
                          StoreWriteError, StreamSVMError)
+from ._train import train
 from .estimators import LinearSVC, WestonWatkinsSVC
 from .exceptions import NotFittedError
 from .io import Chunk, InMemoryStore, Store, convert, open_store
@@ -12,7 +13,7 @@ from .model import LinearModel, load_model
 __version__ = "0.1.0"
 
 __all__ = [
-    "convert", "open_store", "LinearSVC", "WestonWatkinsSVC", "load_model", "LinearModel", "Chunk", "Store",
+    "convert", "open_store", "train", "LinearSVC", "WestonWatkinsSVC", "load_model", "LinearModel", "Chunk", "Store",
     "InMemoryStore", "NotFittedError",
     "StreamSVMError", "FormatError", "StoreError", "StoreNotFoundError", "StoreExistsError",
     "StoreWriteError", "IncompleteStoreError", "InvalidParameterError", "CheckpointError",
