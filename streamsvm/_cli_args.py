@@ -69,6 +69,9 @@ def add_train(sub) -> None:
     run = t.add_argument_group("run options")
     for p in RUN_PARAMS:
         add_param(run, p, p.default, "")
+    run.add_argument("--validation", metavar="STORE", help="with --C-path: score every C's "
+                     "model on this store or libsvm file and keep the C of the best accuracy "
+                     "(the smallest among ties); -o without {C} then writes that model only")
     run.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
                      help="model file format (liblinear: LIBLINEAR's text model)")
     run.add_argument("--json", action="store_true", help="print a JSON summary at the end, "
@@ -84,8 +87,9 @@ def add_train(sub) -> None:
     for p, names in seen.values():
         choices = sorted({c for n in names for c in (SOLVERS[n].param_table()[p.name].choices
                                                      or ())})
-        add_param(group, p, None, f" [{', '.join(names)}] ({shown_default(p.name, names)})",
-                  choices)
+        tag = ("every solver: nesvm in the same passes, the others one run per C, newton "
+               "and alm warm-started from the last" if p.name == "C_path" else ", ".join(names))
+        add_param(group, p, None, f" [{tag}] ({shown_default(p.name, names)})", choices)
 
 
 def shown_default(name: str, solvers) -> str:
@@ -155,7 +159,7 @@ def solver_args(args) -> dict:
         value = getattr(args, name, None)
         if value is None:
             continue
-        if name not in table:
+        if name not in table and name != "C_path":      # (a path: any solver, _c_search)
             raise InvalidParameterError(f"{p.cli_flag} is not a parameter of solver "
                                         f"{args.solver!r} (its parameters: "
                                         f"{', '.join(q.cli_flag for q in table.values())})")
@@ -164,10 +168,11 @@ def solver_args(args) -> dict:
     return out
 
 
-def path_outputs(output: str, C_path) -> dict:
+def path_outputs(output: str, C_path, validation=None) -> dict:
     """The model file of each C: ``output`` itself, or with a path of C values (``--C-path``)
-    ``output`` with ``{C}`` replaced by each value."""
-    if not C_path or len(C_path) == 1:
+    ``output`` with ``{C}`` replaced by each value (with ``--validation``, ``output`` alone:
+    the chosen C's model)."""
+    if not C_path or len(C_path) == 1 or (validation and "{C}" not in output):
         return {None: output}
     if "{C}" not in output:
         raise InvalidParameterError(f"--C-path trains {len(C_path)} models: the model output "

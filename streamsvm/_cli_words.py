@@ -15,7 +15,7 @@ def warning_line(parser, command: str):
     in the CLI's words (:func:`cli_words`; ``increase max_passes or tol`` names the flags
     too), no source line."""
     def line(message, category, filename, lineno, line=None):
-        text = re.sub(r"\b(max_passes|tol)\b(?!=)", lambda m: "--" + m[1].replace("_", "-"),
+        text = re.sub(r"(?<![-\w])(max_passes|tol)\b(?!=)", lambda m: "--" + m[1].replace("_", "-"),
                       cli_words(str(message), parser, command))
         return f"streamsvm {command}: warning: {text}\n"
     return line

@@ -85,6 +85,8 @@ def solver_kwargs(est, defaults: dict, solver: str) -> dict:
         if name in table:
             if not (value is None and default is None):
                 out[name] = value
+        elif name == "C_path" and value is not None:      # one run per C (_c_search.py)
+            out[name] = value
         elif not is_default(value, default):
             takes = sorted(s for s in SOLVERS if name in SOLVERS[s].param_table())
             raise InvalidParameterError(

@@ -162,7 +162,8 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
           progress=False, scheduler=None, **params):
     """Train a model on a store (or store URL) and return ``(LinearModel, SolveResult)``;
-    with a path of C values (``nesvm``'s ``C_path``), a list of models, one per C in order.
+    with a path of C values (``C_path``: nesvm's in the same passes, any other solver's one
+    run per C, :mod:`streamsvm._c_search`), a list of models, one per C in order.
 
     Parameters
     ----------
@@ -233,6 +234,16 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     from .checkpoint import CheckpointManager
     from .io import InMemoryStore, OutputLock, StoreMeta, open_store
     from .schedule import PassScheduler
+    from ._c_search import sequential_path
+    if sequential_path(solver, params):     # a path of C values, one run per C
+        from ._c_search import train_path
+        run_kw = dict(memory=memory, seed=seed, checkpoint_every=checkpoint_every,
+                      storage_options=storage_options, callback=callback,
+                      should_stop=should_stop, block_rows=block_rows, prefetch=prefetch,
+                      readers=readers, scratch_dir=scratch_dir, progress=progress,
+                      scheduler=scheduler)
+        return train_path(lambda s, **kw: train(s, **run_kw, **kw), store, solver, params,
+                          init_model, checkpoint)
     slv = make_solver(solver, params)       # validates every parameter before any pass
     if not isinstance(store, StoreMeta):
         store = open_store(store, storage_options=storage_options)

@@ -274,7 +274,9 @@ def _cmd_train(args) -> int:
     so = storage_options(args.storage_option)
     params = solver_args(args)
     # the model's location first: a run that cannot save its model does not start
-    outputs = path_outputs(args.output, params.get("C_path"))
+    if args.validation and not params.get("C_path"):
+        raise InvalidParameterError("--validation chooses a C of --C-path: give --C-path")
+    outputs = path_outputs(args.output, params.get("C_path"), args.validation)
     for out in outputs.values():
         check_writable_file(out, what="model output (-o)", storage_options=so)
     stop = threading.Event()
@@ -306,6 +308,12 @@ def _cmd_train(args) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     models = model if isinstance(model, list) else [model]
+    search = None
+    if args.validation:
+        from ._c_search import choose_C
+        best, search = choose_C(models, args.validation, so)
+        if len(outputs) == 1:
+            models = [models[best]]
     try:
         for m, out in zip(models, outputs.values()):
             if args.format == "liblinear":
@@ -327,9 +335,14 @@ def _cmd_train(args) -> int:
                "converged": result.converged, "seconds": seconds,
                "model": args.output if len(outputs) == 1 else list(outputs.values()),
                "history": result.history}
+    if search is not None:
+        summary.update(C_search=search, chosen_C=search[best]["C"])
     from .io import STDOUT
     # -o - (or /dev/stdout): standard output carries the model, the summary goes to stderr
     said = sys.stderr if any(is_stdout(o) for o in outputs.values()) else sys.stdout
+    for row in search if search is not None and not args.json else ():
+        print(f"C={row['C']:g}: validation accuracy {row['accuracy']:.4f}, {row['passes']:.2f} "
+              f"passes{'' if row['C'] != summary['chosen_C'] else ' (chosen)'}", file=said)
     if args.json:
         print(json.dumps(summary), file=said)
     else:                       # -q removes the progress display only

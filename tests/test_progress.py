@@ -114,4 +114,5 @@ def test_a_warning_is_one_line_naming_the_flags(dna_svm, tmp_path):
                                                     "pass: an exact check of the newest "
                                                     "weights)")]
     assert len(warning) == 1 and "increase --max-passes or --tol." in warning[0]
+    assert "> --tol 0.001;" in warning[0] and "---" not in warning[0]
     assert "cli.py" not in run.stderr and "model, result" not in run.stderr
