@@ -207,6 +207,20 @@ class Budget:
         own = sum(st.dtype.itemsize * (st.width or 1) for st in states)
         return 8 + 4 + 8 + own + sum(f.nbytes() for f in fields)
 
+    def store_fits_ram(self, fields=(), share: float = 1.0) -> bool:
+        """Whether every row of the store, with ``fields`` per row (the solver's states
+        and work arrays, as :class:`~streamsvm.schedule.RowField` records) beside its
+        entries, label and id, fits ``share`` of the room a RAM slab of resident rows has
+        now (never on a dask cluster): a solver's choice to keep the whole store in RAM
+        (newton sums its Hessians from the rows there)."""
+        if self.remote:
+            return False
+        store = self.store
+        entry = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
+        need = store.nnz * entry + store.n_rows * self._row_bytes((), fields)
+        room = self.data_budget - self.state_bytes - self.inflight_bytes - self._held
+        return need <= share * room
+
     def resident_rows(self, key, states=(), *, fields=(), **kw):
         """Rows a solver keeps for revisits without a pass over the store
         (:class:`~streamsvm.schedule._resident.ResidentRows`: RAM and disk slabs, charged

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.linalg.blas
 import scipy.sparse
 
 from ..exceptions import InvalidParameterError
@@ -44,7 +45,7 @@ __all__ = ["accumulators", "band_that_fits", "fit_hessians", "newton_block", "sl
 
 log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, under its name
 
-_CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
+CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
 HIST_BINS = 24          # the polish's histogram of |z|: edges band·2^(-j/2), j < this
 H_BINS = 100            # cg's histogram of curvatures: bin j holds h in (2^(H_TOP-j-1), 2^(H_TOP-j)]
@@ -128,7 +129,7 @@ def slots(alpha, nxt, levels, n_points, prob, sq):
         if Lv > 1:                          # the next level, speculated
             alphas[:, 1] = nxt
         peak = np.maximum(prob.Cp, prob.Cn)[:, None] / (2 * alphas)
-        cutoff = _CUTOFF * peak
+        cutoff = CUTOFF * peak
         cutoff[:, 1:][alphas[:, 1:] == alphas[:, :1]] = np.inf    # no level left: no H
     alphas, cutoff = np.tile(alphas, (1, P)), np.tile(cutoff, (1, P))
     for p in range(1, P):                   # no Hessian at the points a model skips
@@ -230,6 +231,10 @@ def newton_block(block, views, args, acc):
         views[0][:] = 2 * keep
         views[1][:] = weight
         _curvature_histogram(h[0], curv, lens, acc["hhist"])
+    elif hess == "lazy":
+        # no Hessian: every row is kept in RAM, where each one needed is summed
+        # (_newton_hessian.py), the polish's marks added below
+        views[0][:] = 4
     elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
         Xd = np.empty((n, d + 1))
@@ -240,8 +245,10 @@ def newton_block(block, views, args, acc):
             for lv in range(L):
                 sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
                 if sel.any():
-                    Xs = Xd[sel]
-                    acc["H"][c, :, :, lv] += (Xs.T * h[lv, sel, c]) @ Xs
+                    # the lower triangle only (square_hessians mirrors it): BLAS's
+                    # rank-k update of the rows scaled by √h_i, half a product's work
+                    Xs = Xd[sel] * np.sqrt(h[lv, sel, c])[:, None]
+                    acc["H"][c, :, :, lv] += scipy.linalg.blas.dsyrk(1.0, Xs.T, lower=1)
     else:
         longest = int(lens.max(initial=0)) + 1
         newton_hess_add(X, unit, B, h, cutoff, amap,
@@ -255,7 +262,7 @@ def newton_block(block, views, args, acc):
         _margin_histogram(np.abs(z), lens, plan[0], hband, acc["zhist"])
         on = band[None, :] >= 0
         near = on & (np.abs(z) <= band[None, :])
-        views[0][:] = views[0] | near if hess == "cg" else near
+        views[0][:] = views[0] | near if hess in ("cg", "lazy") else near
         views[-1][:] = np.where(near, views[-1], np.float32(np.nan))   # a warm start if near
         if hess == "cg":
             kept = near.any(axis=1)

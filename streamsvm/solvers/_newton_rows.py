@@ -12,6 +12,7 @@ from ..kernels import csr_matvec, csr_rmatvec_add
 __all__ = ["SlabRows"]
 
 _COPY_NNZ = 2_000_000   # the polish copies a model's rows up to this many entries
+_DENSE_SHARE = 0.25     # ... as a dense array when more than this share is non-zero
 
 
 class SlabRows:
@@ -25,7 +26,7 @@ class SlabRows:
         self.n = len(X[0]) - 1
         self.X, self.yc, self.B, self.d = X, yc, B, d
         self.r = slice(None) if r is None else r
-        self.Z = self.ZT = None
+        self.Z = self.ZT = self.Zd = None
         indptr, indices, data = X
         if r is not None and int((indptr[r + 1] - indptr[r]).sum()) <= copy_nnz:
             vals = np.ones(len(indices), np.float32) if len(data) == 0 else data
@@ -36,9 +37,15 @@ class SlabRows:
             # its transpose once (a CSC view of the same arrays): scipy builds it anew at
             # each `.T`, 58 µs, a tenth of the polish's L-BFGS-B time on usps
             self.ZT = self.Z.T
+            if self.Z.nnz > _DENSE_SHARE * len(r) * (d + 1) and \
+                    len(r) * (d + 1) <= copy_nnz:
+                # dense rows (usps: 256 of 257 columns): BLAS's products, not CSR's
+                self.Zd = self.Z.toarray()
 
     def dot(self, w):
         """``Z w``: one value per row of ``r``."""
+        if self.Zd is not None:
+            return self.Zd @ w
         if self.Z is not None:
             return self.Z @ w
         t = np.empty(self.n)
@@ -47,6 +54,8 @@ class SlabRows:
 
     def tdot(self, a):
         """``Zᵀ a = Σ a_i y_i x̄_i``."""
+        if self.Zd is not None:
+            return self.Zd.T @ a
         if self.Z is not None:
             return self.ZT @ a
         t = np.zeros(self.n)

@@ -54,7 +54,10 @@ points and two levels need six Hessians' worth of accumulators per model: when t
 refuses them, fewer points, then one level. Measured (hinge, tol 1e-3): a9a 5 passes for 4
 steps, mushrooms 13 for 10 (at one point and speculating near a level's end: 8 and 23).
 ``fused=False``: a trial pass and an evaluation pass per step (spec §4.3's accounting); both
-modes make the same iterates. ``n_iter`` counts Newton steps.
+modes make the same iterates. ``n_iter`` counts Newton steps. When the whole store fits 40%
+of the RAM slab's room (in memory), the passes sum no Hessian: every row stays in RAM and
+each model's Hessian is summed there at its accepted point and level only, one instead of
+six (:mod:`._newton_hessian`; usps 15.4 s → 6.6 s, the same 19 passes).
 
 Certificate: the relative gap between the best primal value evaluated (the model returned
 is that point) and the best dual bound, both exact:
@@ -75,9 +78,9 @@ is that point) and the best dual bound, both exact:
   band, 0 before), is solved from the last polish's duals of the rows that were near then
   (a per-row state, ``newton.a``, NaN for the others) and the smoothed duals of the rest.
   With ρ = 0 it is dcd's dual with ``w`` offset by ``u``, so dcd's in-memory epochs (class
-  by class, shrinking, at most 300 epochs to a projected-gradient spread of 1e-4) run
-  first, and L-BFGS-B with box constraints takes over where they hit their limit
-  (ill-conditioned rows: usps, pendigits) and with ℓ1. Any such point is dual feasible, so
+  by class, shrinking, to a projected-gradient spread of 1e-4, at most 300 epochs, fewer on
+  long rows) run first, and L-BFGS-B with box constraints (on a dense copy of dense rows)
+  takes over where they hit their limit (ill-conditioned rows: usps, pendigits) and with ℓ1. Any such point is dual feasible, so
   ``D`` is a bound at once; ``soft(u + Σ a_i y_i x̄_i, ρ)`` is a primal candidate whose value
   the next pass evaluates alongside its own work. Once the iterate's partition of the rows
   is right, the candidate is the optimum. Its row visits are reported as ``polish_passes``
@@ -100,11 +103,11 @@ import numpy as np
 
 from ..exceptions import InvalidParameterError
 from ..problem import Problem
-from ..schedule import RowField
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
 from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians, newton_block,
                            slots, split_sums, square_hessians, threshold_that_fits)
+from ._newton_hessian import resident_rows
 from ._newton_step import TRIALS, NewtonSteps, linesearch_l1
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
@@ -251,30 +254,13 @@ class NewtonSolver(NewtonSteps, Solver):
         self.nnz_per_row = max(1.0, store.nnz / max(1, store.n_rows))
         self._cg_rows = (0, {})
         self.tau = np.zeros(k)     # cg: the curvature below which rows are sampled (below)
-        self.rows = None
-        if self.polishing or self.cg:
-            # resident rows: 1 = near the margin (the polish), 2 = with curvature (cg)
-            self.near = sched.state("newton.near", np.uint8, width=k)
-            states = (self.near,)
-            if self.cg:                         # with each row's curvature per model
-                self.hrow = sched.state("newton.h", np.float32, width=k)
-                states += (self.hrow,)
-            if self.polishing:                  # the last polish's duals (NaN: not near)
-                self.apol = sched.state("newton.a", np.float32, width=k, fill=np.nan)
-                states += (self.apol,)
-            self.states = states
-            # per resident row besides: the polish's and CG's work arrays (‖x̄_i‖², an order
-            # and an index; per model a dual and a margin) and, for the state not kept (the
-            # curvature or the polish's dual), a float32 per model all the same
-            self.rows = sched.resident_rows(
-                self.near, states, fields=(RowField("float64", 3), RowField("float64", 2 * k),
-                                           RowField("float32", k * (3 - len(states)))),
-                ram=True, disk=False)
+        self.rows = resident_rows(self, sched, k)      # (and lazy_h: the Hessians from them)
+        self.h_fresh = np.zeros(k, dtype=bool)        # (lazy_h) H[c, 0] is at W, alpha
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
                     "csum", "hdiag", "primal", "dual", "gap", "Wbest", "cand", "cand_live",
-                    "zhist", "tau")
+                    "zhist", "tau", "h_fresh")
     state_values = ("steps", "polishes", "polish_visits", "band_used")
     state_version, warm_start = 2, True
     history_extras = ("alpha", "smoothing_bound", "polish_passes", "polish_band")
@@ -369,7 +355,7 @@ class NewtonSolver(NewtonSteps, Solver):
         nxt = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
         alphas, cutoff = slots(self.alpha, nxt, self.L, n_points, self.prob, self.sq)
         P = max(1, int(n_points.max()))
-        acc = accumulators(k, D1, self.a, P, alphas.shape[1], TRIALS, free_bias=self.free_bias,
+        acc = accumulators(k, D1, 1 if self.lazy_h else self.a, P, alphas.shape[1], TRIALS, free_bias=self.free_bias,
                            polish=self.polishing, cg=self.cg)
         polish = None
         if self.rows is not None:
@@ -383,7 +369,8 @@ class NewtonSolver(NewtonSteps, Solver):
             band = np.where(live & (self.alpha <= self.band / 2), fit, -1.0)
             self.band_used = float(band.max(initial=-1.0))
             polish = (band, self.cand.copy(), self.cand_live.copy(), self.band)
-        hess = "cg" if self.cg else "full" if self.full_h else "active"
+        hess = "cg" if self.cg else "lazy" if self.lazy_h else "full" if self.full_h else \
+            "active"
         sample = self.tau if self.cg else None      # (the rows with curvature sampled)
         trying = bool(n_trials.any())       # (W, Dir and E side by side: newton_margins)
         WDE = np.hstack((self.W, Dir, E)) if trying else None
@@ -391,7 +378,8 @@ class NewtonSolver(NewtonSteps, Solver):
                 (live, trials, n_trials, alphas, n_points), self.amap, cutoff, self.free_bias,
                 polish, (hess, sample))
         if self.rows is not None:
-            self.rows.collect_to = "ram" if self.cg or (polish[0] >= 0).any() else None
+            self.rows.collect_to = "ram" if self.cg or self.lazy_h or (
+                polish is not None and (polish[0] >= 0).any()) else None
             res = sched.map_reduce(newton_block, args=args, acc=acc, states=self.states,
                                    rows=self.rows)
             sched.finish_collect()
@@ -416,5 +404,5 @@ class NewtonSolver(NewtonSteps, Solver):
         # its row visits are the history's polish_passes, not passes over the store: 0
         sched.sweep(self._polish_on, sched, res, E, final, over=self.rows)
         self.polishes += 1
-        if not self.cg:                        # cg's directions use the rows until the next pass
+        if not (self.cg or self.lazy_h):       # their directions use the rows until the next pass
             self.rows.leave_ram()

@@ -111,9 +111,15 @@ def test_linesearch_l1_without_l1_is_the_newton_step_and_zero_when_not_descent()
 
 # -- spec §8.2: gradient and Hessian of one pass; chunk-size invariance -------------------------
 
-def test_first_pass_gradient_and_hessian_match_the_formulas_for_any_chunking():
+@pytest.mark.parametrize("from_rows", [True, False])
+def test_first_pass_gradient_and_hessian_match_the_formulas_for_any_chunking(from_rows,
+                                                                             monkeypatch):
+    """Summed in the pass (a store larger than the RAM slab's room) or from the rows kept
+    in RAM at the accepted point (a store that fits: _newton_hessian.py), the same."""
     from streamsvm.solvers.newton import NewtonSolver
     from streamsvm.schedule import PassScheduler
+    if not from_rows:
+        monkeypatch.setattr(PassScheduler, "store_fits_ram", lambda self, *a, **kw: False)
     X, y = _load("a9a/a9a", 300, 123)
     Xb = sp.hstack([X, np.ones((X.shape[0], 1))]).tocsr()
     z = 1.0 - y * 0.0                          # at w = 0
@@ -121,16 +127,19 @@ def test_first_pass_gradient_and_hessian_match_the_formulas_for_any_chunking():
     g_ref = Xb.T @ coef
     H_ref = (Xb.T @ sp.diags(2.0 * (z > 0)) @ Xb).toarray()
     results = []
+    every = np.ones(Xb.shape[1], dtype=bool)
     for chunk_rows in (1, 37, 300):
         solver = NewtonSolver(loss="squared_hinge")
         sched = PassScheduler(InMemoryStore(X, y, chunk_rows=chunk_rows), memory="64MB")
         solver.check_store(sched.store)
         solver.start(sched)
+        assert solver.lazy_h == from_rows
         solver.step(sched)
+        H = solver._dense_hessian(0, every)
         np.testing.assert_allclose(solver.gl[0, :, 0], g_ref, rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(solver.H[0, 0], H_ref, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(H, H_ref, rtol=1e-12, atol=1e-9)
         assert solver.primal[0] == pytest.approx(X.shape[0])   # loss 1 per row at w = 0
-        results.append((solver.gl[0, :, 0].copy(), solver.H[0, 0].copy()))
+        results.append((solver.gl[0, :, 0].copy(), H.copy()))
         sched.close()
     for g, H in results[1:]:
         np.testing.assert_allclose(g, results[0][0], rtol=1e-13, atol=1e-12)
@@ -258,12 +267,17 @@ def test_hinge_optimum_matches_liblinear(name):
 
 
 
-def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(monkeypatch):
-    # the pass evaluates g and H at the first _POINTS trials: when the full step overshoots
-    # and s/2 or s/4 is accepted, the cache taken from that point is the evaluation at the
-    # new iterate (the formulas, recomputed here), and no evaluation pass follows
+@pytest.mark.parametrize("from_rows", [True, False])
+def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(from_rows, monkeypatch):
+    # the pass evaluates g and H at the first _POINTS trials (or keeps the rows in RAM, the
+    # Hessian summed there at the accepted point): when the full step overshoots and s/2
+    # or s/4 is accepted, the cache taken from that point is the evaluation at the new
+    # iterate (the formulas, recomputed here), and no evaluation pass follows
     from streamsvm.kernels._newton import smooth_hinge as jfun
     from streamsvm.solvers import newton as nw
+    if not from_rows:
+        from streamsvm.schedule import PassScheduler
+        monkeypatch.setattr(PassScheduler, "store_fits_ram", lambda self, *a, **kw: False)
     X, y = _load("mushrooms/mushrooms")
     y = np.where(y == y.max(), 1.0, -1.0)
     Xb = sp.hstack([X, np.ones((X.shape[0], 1))]).tocsr()
@@ -273,8 +287,9 @@ def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(monkeyp
     def spy(self, c, res, w, p=0):
         absorb(self, c, res, w, p)
         if p > 0:
+            assert self.lazy_h == from_rows
             seen.append((p, float(self.alpha[c]), self.W[:, c].copy(), self.gl[0, :, c].copy(),
-                         self.H[c, 0].copy()))
+                         self._dense_hessian(c, np.ones(len(self.W), dtype=bool)).copy()))
     monkeypatch.setattr(nw.NewtonSolver, "_absorb", spy)
     model, res = _fit(X, y, chunk_rows=2000, tol=1e-3)
     assert res.converged and seen
@@ -360,6 +375,27 @@ def test_cg_kill_and_resume_is_bit_identical(tmp_path):
         lambda **kw: train(store, solver="newton", loss="hinge", hessian="cg", tol=1e-4, **kw),
         tmp_path,
         stops=(2, 5))
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
+def test_hessians_from_the_rows_kill_and_resume_is_bit_identical(tmp_path, loss):
+    # a store that fits in RAM: its rows stay there from one pass to the next and each
+    # Hessian is summed from them when a step needs it; a checkpoint records the rows
+    X, y = _load("a9a/a9a", 1500, 123)
+    store = InMemoryStore(X, y, chunk_rows=300)
+    check_kill_and_resume(
+        lambda **kw: train(store, solver="newton", loss=loss, tol=1e-4, **kw), tmp_path,
+        stops=(2, 4))
+
+
+def test_the_polish_epochs_are_fewer_on_long_rows():
+    # coordinate descent's epochs cost more on long rows, L-BFGS-B's products less there
+    from streamsvm.solvers._newton_polish import _MIN_EPOCHS, _POLISH_EPOCHS, _epochs
+    short = sp.random(50, 300, density=0.03, random_state=0, format="csr")
+    long = sp.random(50, 300, density=0.9, random_state=0, format="csr")
+    for M, want in ((short, _POLISH_EPOCHS), (long, _MIN_EPOCHS)):
+        X = (M.indptr.astype(np.int64), M.indices, M.data)
+        assert _epochs(X, np.arange(50)) == want
 
 
 # -- the dense Hessians against the memory budget --------------------------------------------
