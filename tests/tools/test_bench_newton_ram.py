@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from tests.conftest import data_file
+from ..conftest import data_file
 from tools.bench.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
