@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from ._newton_hessian import NearRows
 from ._newton_polish import near_margin, polish, soft
 
 __all__ = ["NewtonCertificate", "penalties"]
@@ -95,6 +96,9 @@ class NewtonCertificate:
         bound now, and a primal candidate for the next pass. Only at a model's iterate once
         its level is solved (not at a rejected first trial: the partition of a poor iterate
         makes a poor bound)."""
+        whole = sl
+        if self.lazy_h:                     # every row is kept: the polish sees its own
+            sl = NearRows(whole)
         near = near_margin(sl)
         rows = {c: np.flatnonzero(near[:, c]) for c in np.flatnonzero(near.any(axis=0))
                 if final or (self.valid[c] and not self.done[c])}
@@ -102,6 +106,8 @@ class NewtonCertificate:
                                float(self.bias), self.unit,
                                functools.partial(sched.rng, self.polishes),
                                self.polish_budget())
+        if sl is not whole:
+            sl.write_back()
         self.polish_visits += visits
         for c, (a, w) in found.items():
             self._bound(c, dual=res["usum"][c] + float(a.sum()) - 0.5 * float(w @ w))

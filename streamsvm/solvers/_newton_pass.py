@@ -40,12 +40,13 @@ from ..kernels._newton import (newton_hess_add, newton_margins, newton_rows, new
                                symmetrize_lower)
 from ..schedule import Accumulator, Need
 
-__all__ = ["accumulators", "band_that_fits", "fit_hessians", "newton_block", "slots",
+__all__ = ["accumulators", "band_that_fits", "fit_hessians", "hessian_block", "hessian_sums",
+           "newton_block", "slots",
            "split_sums", "square_hessians", "threshold_that_fits", "curvature_sample"]
 
 log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, under its name
 
-CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
+_CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS
 HIST_BINS = 24          # the polish's histogram of |z|: edges band·2^(-j/2), j < this
 H_BINS = 100            # cg's histogram of curvatures: bin j holds h in (2^(H_TOP-j-1), 2^(H_TOP-j)]
@@ -129,7 +130,7 @@ def slots(alpha, nxt, levels, n_points, prob, sq):
         if Lv > 1:                          # the next level, speculated
             alphas[:, 1] = nxt
         peak = np.maximum(prob.Cp, prob.Cn)[:, None] / (2 * alphas)
-        cutoff = CUTOFF * peak
+        cutoff = _CUTOFF * peak
         cutoff[:, 1:][alphas[:, 1:] == alphas[:, :1]] = np.inf    # no level left: no H
     alphas, cutoff = np.tile(alphas, (1, P)), np.tile(cutoff, (1, P))
     for p in range(1, P):                   # no Hessian at the points a model skips
@@ -164,6 +165,12 @@ def accumulators(k, D1, a, P, L, trials, *, free_bias, polish, cg) -> dict:
     return acc
 
 
+def hessian_sums(k, D1, a, P, L, trials) -> dict:
+    """The sums of :func:`hessian_block`: the per-row terms' (unused) and the Hessians'."""
+    acc = accumulators(k, D1, a, P, L, trials, free_bias=False, polish=False, cg=False)
+    return {key: acc[key] for key in ("ftry", "f", "sb", "sbpos", "loss", "csum", "H")}
+
+
 def split_sums(res, k, L, cg, polish) -> None:
     """The reduced ``sums`` (n_features + 1, S) of a pass as ``res["g"]`` (L, n_features + 1,
     k), with cg ``res["hdiag"]`` and for the polish ``res["u"]`` (n_features + 1, k)."""
@@ -185,11 +192,10 @@ def square_hessians(H):
     return H
 
 
-def newton_block(block, views, args, acc):
-    """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
-    the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
-    collected), the sums over the rows past the band, and the candidates' losses."""
-    W, (Dir, E, WDE), trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
+def _rows_of(block, args, acc):
+    """A block's margins and per-row terms (``newton_rows``) for ``args`` of a pass:
+    ``(X, Ev, coef, h)``, ``Ev`` the margins at each point, ``coef`` and ``h`` per slot."""
+    W, (Dir, E, WDE), trying, prob, B, unit, plan = args[:7]
     X = (block.indptr, block.indices, block.data)
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
@@ -214,6 +220,51 @@ def newton_block(block, views, args, acc):
     newton_rows(block.y, (U, V, Ev), prob, plan,
                 (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
                 (coef, h))
+    return X, Ev, coef, h
+
+
+def _add_hessians(block, X, h, args, out_H):
+    """Add the block's rows to the Hessian of every slot whose cutoff is finite (``dense``:
+    the Hessian covers every feature): by BLAS on dense rows, else row by row."""
+    W, B, unit, amap, cutoff, dense = args[0], args[4], args[5], args[7], args[8], args[-1]
+    n, k, d, L = block.n_rows, W.shape[1], W.shape[0] - 1, h.shape[0]
+    if dense and len(block.indices) > _DENSE_SHARE * n * d:
+        # dense rows and a Hessian over every feature: BLAS on the rows with curvature
+        Xd = np.empty((n, d + 1))
+        Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
+                                   block.indices, block.indptr), shape=(n, d)).toarray()
+        Xd[:, d] = B
+        for c in range(k):
+            for lv in range(L):
+                sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
+                if sel.any():
+                    # the lower triangle only (square_hessians mirrors it): BLAS's
+                    # rank-k update of the rows scaled by √h_i, half a product's work
+                    Xs = Xd[sel] * np.sqrt(h[lv, sel, c])[:, None]
+                    out_H[c, :, :, lv] += scipy.linalg.blas.dsyrk(1.0, Xs.T, lower=1)
+    elif np.isfinite(cutoff).any():
+        longest = int(np.diff(block.indptr).max(initial=0)) + 1
+        newton_hess_add(X, unit, B, h, cutoff, amap,
+                        (np.empty(longest, np.int64), np.empty(longest), np.empty(L)), out_H)
+
+
+def hessian_block(block, views, args, acc):
+    """The Hessians a pass with ``args`` would have summed on this block, at the slots
+    whose cutoff is finite only (``sched.map_reduce_rows`` over the rows kept in RAM:
+    :mod:`._newton_hessian`): the same operations, so the same bits."""
+    X, _, _, h = _rows_of(block, args, acc)
+    _add_hessians(block, X, h, args, acc["H"])
+
+
+def newton_block(block, views, args, acc):
+    """One block of a pass (module doc): margins, the per-row terms, the gradient sums and
+    the Hessian's rows; for the polish, the rows near the margin at ``E`` marked (they are
+    collected), the sums over the rows past the band, and the candidates' losses."""
+    W, (Dir, E, WDE), trying, prob, B, unit, plan, amap, cutoff, free, polish, (hess, sample) = args
+    n, k = block.n_rows, W.shape[1]
+    d = W.shape[0] - 1
+    L = plan[3].shape[1]
+    X, Ev, coef, h = _rows_of(block, args, acc)
     positive = block.y[:, None] == prob.pos[None, :]
     lens = np.diff(block.indptr)
     none = np.empty((0, k))
@@ -232,28 +283,12 @@ def newton_block(block, views, args, acc):
         views[1][:] = weight
         _curvature_histogram(h[0], curv, lens, acc["hhist"])
     elif hess == "lazy":
-        # no Hessian: every row is kept in RAM, where each one needed is summed
-        # (_newton_hessian.py), the polish's marks added below
+        # no Hessian: every row is kept in RAM, where the Hessians at the accepted points
+        # are summed after the pass (_newton_hessian.py), the polish's marks added below
         views[0][:] = 4
-    elif hess == "full" and len(block.indices) > _DENSE_SHARE * n * d:
-        # dense rows and a Hessian over every feature: BLAS on the rows with curvature
-        Xd = np.empty((n, d + 1))
-        Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
-                                   block.indices, block.indptr), shape=(n, d)).toarray()
-        Xd[:, d] = B
-        for c in range(k):
-            for lv in range(L):
-                sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
-                if sel.any():
-                    # the lower triangle only (square_hessians mirrors it): BLAS's
-                    # rank-k update of the rows scaled by √h_i, half a product's work
-                    Xs = Xd[sel] * np.sqrt(h[lv, sel, c])[:, None]
-                    acc["H"][c, :, :, lv] += scipy.linalg.blas.dsyrk(1.0, Xs.T, lower=1)
     else:
-        longest = int(lens.max(initial=0)) + 1
-        newton_hess_add(X, unit, B, h, cutoff, amap,
-                        (np.empty(longest, np.int64), np.empty(longest), np.empty(L)),
-                        acc["H"])
+        _add_hessians(block, X, h, (W, None, None, None, B, unit, None, amap, cutoff,
+                                    hess == "full"), acc["H"])
     if polish is not None:
         band, cand, cand_live, hband = polish
         yk = np.where(positive, 1.0, -1.0)

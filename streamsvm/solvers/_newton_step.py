@@ -17,8 +17,6 @@ import scipy.linalg
 
 from ..exceptions import InvalidParameterError
 from ._newton_certificate import NewtonCertificate, penalties
-from ._newton_hessian import slab_hessian
-from ._newton_pass import CUTOFF
 from ._newton_rows import SlabRows
 
 __all__ = ["NewtonSteps", "TRIALS", "linesearch_l1"]
@@ -78,7 +76,6 @@ class NewtonSteps(NewtonCertificate):
                     self.fs[c, 0] = self.fs[c, 1]
                     self.gl[0, :, c] = self.gl[1, :, c]
                     self.H[c, 0] = self.H[c, 1]
-                    self.h_fresh[c] = False
                     self.alpha_next[c] = 0.0
                     continue
                 self.valid[c] = False
@@ -139,14 +136,6 @@ class NewtonSteps(NewtonCertificate):
 
     def _dense_hessian(self, c, A):
         """Model ``c``'s Hessian of the loss on the features ``A`` (a copy)."""
-        if self.lazy_h and not self.h_fresh[c]:     # summed from the rows in RAM
-            self.H[c, 0] = slab_hessian(
-                self.rows.ram, self.unit, float(self.bias), np.ascontiguousarray(self.W[:, c]),
-                0.0 if self.sq else float(self.alpha[c]),
-                (self.prob.pos[c], self.prob.Cp[c], self.prob.Cn[c]),
-                0.0 if self.sq else CUTOFF * max(self.prob.Cp[c], self.prob.Cn[c]) /
-                (2.0 * self.alpha[c]), self.amap[:, c], self.full_h)
-            self.h_fresh[c] = True
         idx = self.amap[A, c]
         return self.H[c, 0][np.ix_(idx, idx)]
 
@@ -233,8 +222,8 @@ class NewtonSteps(NewtonCertificate):
         slots = slice(p * self.L, (p + 1) * self.L)
         self.fs[c] = res["f"][c, slots]
         self.gl[:, :, c] = res["g"][slots, :, c]
-        if self.lazy_h:                        # summed from the rows when a step needs it
-            self.h_fresh[c] = False
+        if self.lazy_h:                        # summed from the rows after the pass
+            self.h_want[c] = p
         else:
             self.H[c] = res["H"][c, slots]
         self.loss_true[c] = res["loss"][c, p]

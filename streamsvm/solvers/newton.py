@@ -105,9 +105,10 @@ from ..exceptions import InvalidParameterError
 from ..problem import Problem
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
-from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians, newton_block,
-                           slots, split_sums, square_hessians, threshold_that_fits)
-from ._newton_hessian import resident_rows
+from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians,
+                           hessian_sums, newton_block, slots, split_sums, square_hessians,
+                           threshold_that_fits)
+from ._newton_hessian import hessians_at_accepted, resident_rows
 from ._newton_step import TRIALS, NewtonSteps, linesearch_l1
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
@@ -255,12 +256,12 @@ class NewtonSolver(NewtonSteps, Solver):
         self._cg_rows = (0, {})
         self.tau = np.zeros(k)     # cg: the curvature below which rows are sampled (below)
         self.rows = resident_rows(self, sched, k)      # (and lazy_h: the Hessians from them)
-        self.h_fresh = np.zeros(k, dtype=bool)        # (lazy_h) H[c, 0] is at W, alpha
+        self.h_want, self.h_args = {}, None           # (lazy_h: _newton_hessian.py)
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
                     "csum", "hdiag", "primal", "dual", "gap", "Wbest", "cand", "cand_live",
-                    "zhist", "tau", "h_fresh")
+                    "zhist", "tau")
     state_values = ("steps", "polishes", "polish_visits", "band_used")
     state_version, warm_start = 2, True
     history_extras = ("alpha", "smoothing_bound", "polish_passes", "polish_band")
@@ -302,6 +303,8 @@ class NewtonSolver(NewtonSteps, Solver):
                 self._absorb(c, res, E[:, c])
             else:
                 self._absorb_trials(c, r, res, E)
+        if self.lazy_h:                      # the accepted points' Hessians, from the rows
+            hessians_at_accepted(self, sched)
         self._polish(sched, res, E)
         return self._entry(kind)
 
@@ -377,6 +380,9 @@ class NewtonSolver(NewtonSteps, Solver):
         args = (self.W, (Dir, E, WDE), trying, self.prob, float(self.bias), self.unit,
                 (live, trials, n_trials, alphas, n_points), self.amap, cutoff, self.free_bias,
                 polish, (hess, sample))
+        if self.lazy_h:                     # what the Hessians after the pass need
+            self.h_args = ((self.W.copy(), *args[1:7], self.amap.copy(), cutoff, self.full_h),
+                           hessian_sums(k, D1, self.a, P, alphas.shape[1], TRIALS))
         if self.rows is not None:
             self.rows.collect_to = "ram" if self.cg or self.lazy_h or (
                 polish is not None and (polish[0] >= 0).any()) else None
@@ -399,8 +405,9 @@ class NewtonSolver(NewtonSteps, Solver):
     def _polish(self, sched, res, E, final=False) -> None:
         """The polish over the resident rows near the margin at ``E`` (the pass collected
         them; module doc): a dual bound now, a primal candidate for the next pass."""
-        if not self.polishing or self.rows.ram is None:
-            return
+        if not self.polishing or self.rows.ram is None or (
+                self.lazy_h and not (self.rows.ram.local["newton.near"] & 1).any()):
+            return                             # (no row near the margin kept)
         # its row visits are the history's polish_passes, not passes over the store: 0
         sched.sweep(self._polish_on, sched, res, E, final, over=self.rows)
         self.polishes += 1

@@ -281,16 +281,23 @@ def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(from_ro
     X, y = _load("mushrooms/mushrooms")
     y = np.where(y == y.max(), 1.0, -1.0)
     Xb = sp.hstack([X, np.ones((X.shape[0], 1))]).tocsr()
-    seen = []
-    absorb = nw.NewtonSolver._absorb
+    seen, pending = [], []
+    absorb, step = nw.NewtonSolver._absorb, nw.NewtonSolver.step
 
     def spy(self, c, res, w, p=0):
         absorb(self, c, res, w, p)
         if p > 0:
             assert self.lazy_h == from_rows
-            seen.append((p, float(self.alpha[c]), self.W[:, c].copy(), self.gl[0, :, c].copy(),
-                         self._dense_hessian(c, np.ones(len(self.W), dtype=bool)).copy()))
+            pending.append((c, p, float(self.alpha[c]), self.W[:, c].copy(),
+                            self.gl[0, :, c].copy()))
+
+    def stepped(self, sched):              # (from the rows: summed at the step's end)
+        out = step(self, sched)
+        seen.extend((p, a, w, g, self.H[c, 0].copy()) for c, p, a, w, g in pending)
+        pending.clear()
+        return out
     monkeypatch.setattr(nw.NewtonSolver, "_absorb", spy)
+    monkeypatch.setattr(nw.NewtonSolver, "step", stepped)
     model, res = _fit(X, y, chunk_rows=2000, tol=1e-3)
     assert res.converged and seen
     for p, alpha, w, g, H in seen[:3]:
@@ -302,6 +309,7 @@ def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(from_ro
         np.testing.assert_allclose(H, Hd, rtol=1e-9, atol=1e-9)
     # against one evaluation point per pass: the same certified answer in more passes
     monkeypatch.setattr(nw.NewtonSolver, "_absorb", absorb)
+    monkeypatch.setattr(nw.NewtonSolver, "step", step)
     monkeypatch.setattr(nw, "_POINTS", 1)
     one, res1 = _fit(X, y, chunk_rows=2000, tol=1e-3)
     assert res1.converged and res1.passes > res.passes, (res1.passes, res.passes)
@@ -386,6 +394,26 @@ def test_hessians_from_the_rows_kill_and_resume_is_bit_identical(tmp_path, loss)
     check_kill_and_resume(
         lambda **kw: train(store, solver="newton", loss=loss, tol=1e-4, **kw), tmp_path,
         stops=(2, 4))
+
+
+@pytest.mark.parametrize("name, n", [("usps/usps.t", 600), ("a9a/a9a", 3000)])
+def test_hessians_from_the_rows_are_the_pass_s_bit_for_bit(name, n):
+    # in RAM the Hessians are summed after the pass at the accepted points only, with the
+    # pass's own arguments and reduction (dense rows by BLAS: usps; sparse: a9a): the same
+    # iterates, passes and model as when every pass sums all of them (as on a cluster)
+    from streamsvm.schedule import PassScheduler
+    X, y = _load(name, n, 123 if name.startswith("a9a") else None)
+    fits = []
+    for from_rows in (True, False):
+        store = InMemoryStore(X, y, chunk_rows=n // 3)
+        with pytest.MonkeyPatch.context() as mp:
+            if not from_rows:
+                mp.setattr(PassScheduler, "store_fits_ram", lambda self, *a, **kw: False)
+            fits.append(train(store, solver="newton", loss="hinge", tol=1e-3))
+    (a, ra), (b, rb) = fits
+    assert ra.converged and ra.passes == rb.passes
+    np.testing.assert_array_equal(a.coef, b.coef)
+    np.testing.assert_array_equal(a.intercept, b.intercept)
 
 
 def test_the_polish_epochs_are_fewer_on_long_rows():
