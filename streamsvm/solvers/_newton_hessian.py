@@ -24,6 +24,10 @@ __all__ = ["NearRows", "hessians_at_accepted", "resident_rows"]
 
 log = logging.getLogger("streamsvm.solvers.newton")
 
+_LONG_ROWS = 32         # ... on rows of this many entries at least (a row's rank-one updates,
+                        # ½·entries² a slot, outweigh re-reading it from RAM: usps (256) 13.6
+                        # s → 5.9 s, dna (46) 2.6 → 1.0; a9a (14) 0.38 → 0.51, mushrooms (21)
+                        # 0.42 → 0.48, letter and pendigits (16) unchanged)
 _SHARE = 0.4            # the store's rows may take this share of the RAM slab's room (the
                         # block cache keeps its own copy of the store in the rest)
 
@@ -41,11 +45,13 @@ def resident_rows(solver, sched, k):
     """newton's resident rows (``None`` when it keeps none): for the polish the rows near
     the margin (state ``newton.near`` bit 1, with the last polish's duals ``newton.a``), for
     cg the rows with curvature (bit 2, with their curvatures ``newton.h``), and every row
-    (bit 4) when the whole store fits ``_SHARE`` of the RAM slab's room and the Hessians
-    are summed from them (``solver.lazy_h``: :func:`hessians_at_accepted`)."""
+    (bit 4) when the whole store fits ``_SHARE`` of the RAM slab's room and its rows are
+    long (``_LONG_ROWS``): the Hessians are summed from them (``solver.lazy_h``:
+    :func:`hessians_at_accepted`)."""
     # the states' copies as fields: a uint8 and two float32 per model at most
-    solver.lazy_h = not solver.cg and sched.store_fits_ram(
-        _fields(k, 1) + (RowField("uint8", k), RowField("float32", 2 * k)), _SHARE)
+    solver.lazy_h = not solver.cg and solver.nnz_per_row >= _LONG_ROWS and \
+        sched.store_fits_ram(_fields(k, 1) + (RowField("uint8", k), RowField("float32", 2 * k)),
+                             _SHARE)
     if not (solver.polishing or solver.cg or solver.lazy_h):
         return None
     if solver.lazy_h:

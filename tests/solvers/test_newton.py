@@ -116,8 +116,10 @@ def test_first_pass_gradient_and_hessian_match_the_formulas_for_any_chunking(fro
                                                                              monkeypatch):
     """Summed in the pass (a store larger than the RAM slab's room) or from the rows kept
     in RAM at the accepted point (a store that fits: _newton_hessian.py), the same."""
+    from streamsvm.solvers import _newton_hessian
     from streamsvm.solvers.newton import NewtonSolver
     from streamsvm.schedule import PassScheduler
+    monkeypatch.setattr(_newton_hessian, "_LONG_ROWS", 0)     # (a9a's rows are short)
     if not from_rows:
         monkeypatch.setattr(PassScheduler, "store_fits_ram", lambda self, *a, **kw: False)
     X, y = _load("a9a/a9a", 300, 123)
@@ -274,7 +276,9 @@ def test_a_later_trial_accepted_brings_its_evaluation_from_the_same_pass(from_ro
     # or s/4 is accepted, the cache taken from that point is the evaluation at the new
     # iterate (the formulas, recomputed here), and no evaluation pass follows
     from streamsvm.kernels._newton import smooth_hinge as jfun
+    from streamsvm.solvers import _newton_hessian
     from streamsvm.solvers import newton as nw
+    monkeypatch.setattr(_newton_hessian, "_LONG_ROWS", 0)     # (mushrooms' rows are short)
     if not from_rows:
         from streamsvm.schedule import PassScheduler
         monkeypatch.setattr(PassScheduler, "store_fits_ram", lambda self, *a, **kw: False)
@@ -386,9 +390,11 @@ def test_cg_kill_and_resume_is_bit_identical(tmp_path):
 
 
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
-def test_hessians_from_the_rows_kill_and_resume_is_bit_identical(tmp_path, loss):
+def test_hessians_from_the_rows_kill_and_resume_is_bit_identical(tmp_path, loss, monkeypatch):
     # a store that fits in RAM: its rows stay there from one pass to the next and each
-    # Hessian is summed from them when a step needs it; a checkpoint records the rows
+    # Hessian is summed from them after the pass; a checkpoint records the rows
+    from streamsvm.solvers import _newton_hessian
+    monkeypatch.setattr(_newton_hessian, "_LONG_ROWS", 0)     # (a9a's rows are short)
     X, y = _load("a9a/a9a", 1500, 123)
     store = InMemoryStore(X, y, chunk_rows=300)
     check_kill_and_resume(
@@ -397,11 +403,13 @@ def test_hessians_from_the_rows_kill_and_resume_is_bit_identical(tmp_path, loss)
 
 
 @pytest.mark.parametrize("name, n", [("usps/usps.t", 600), ("a9a/a9a", 3000)])
-def test_hessians_from_the_rows_are_the_pass_s_bit_for_bit(name, n):
+def test_hessians_from_the_rows_are_the_pass_s_bit_for_bit(name, n, monkeypatch):
     # in RAM the Hessians are summed after the pass at the accepted points only, with the
     # pass's own arguments and reduction (dense rows by BLAS: usps; sparse: a9a): the same
     # iterates, passes and model as when every pass sums all of them (as on a cluster)
     from streamsvm.schedule import PassScheduler
+    from streamsvm.solvers import _newton_hessian
+    monkeypatch.setattr(_newton_hessian, "_LONG_ROWS", 0)     # (a9a's rows are short)
     X, y = _load(name, n, 123 if name.startswith("a9a") else None)
     fits = []
     for from_rows in (True, False):
