@@ -55,9 +55,10 @@ refuses them, fewer points, then one level. Measured (hinge, tol 1e-3): a9a 5 pa
 steps, mushrooms 13 for 10 (at one point and speculating near a level's end: 8 and 23).
 ``fused=False``: a trial pass and an evaluation pass per step (spec §4.3's accounting); both
 modes make the same iterates. ``n_iter`` counts Newton steps. When the whole store fits 40%
-of the RAM slab's room (in memory), the passes sum no Hessian: every row stays in RAM and
-each model's Hessian is summed there at its accepted point and level only, one instead of
-six (:mod:`._newton_hessian`; usps 15.4 s → 6.6 s, the same 19 passes).
+of the RAM slab's room (in memory) and its rows are long, the passes sum no Hessian: every
+row stays in RAM and after the pass each model's Hessians are summed there at its accepted
+point only, bit for bit the pass's sums (:mod:`._newton_hessian`; usps 16.2 s → 6.3 s, the
+same 19 passes).
 
 Certificate: the relative gap between the best primal value evaluated (the model returned
 is that point) and the best dual bound, both exact:
