@@ -83,13 +83,15 @@ def hessians_at_accepted(solver, sched):
     args, acc = solver.h_args
     L = solver.L
     cutoff = np.full_like(args[8], np.inf)
+    pick = np.zeros((solver.k, L), dtype=np.int64)     # each model's slots: its point's levels
     for c, p in want.items():
         cutoff[c, p * L:(p + 1) * L] = args[8][c, p * L:(p + 1) * L]
+        pick[c] = np.arange(p * L, (p + 1) * L)
     res = sched.map_reduce_rows(hessian_block, acc=acc,
-                                args=(*args[:8], cutoff, args[9]), rows=solver.rows)
+                                args=(*args[:8], cutoff, args[9], pick), rows=solver.rows)
     H = square_hessians(res["H"])
-    for c, p in want.items():
-        solver.H[c] = H[c, p * L:(p + 1) * L]
+    for c in want:
+        solver.H[c] = H[c]
 
 
 class NearRows:

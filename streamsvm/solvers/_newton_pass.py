@@ -167,10 +167,13 @@ def accumulators(k, D1, a, P, L, trials, *, free_bias, polish, cg) -> dict:
     return acc
 
 
-def hessian_sums(k, D1, a, P, L, trials) -> dict:
-    """The sums of :func:`hessian_block`: the per-row terms' (unused) and the Hessians'."""
-    acc = accumulators(k, D1, a, P, L, trials, free_bias=False, polish=False, cg=False)
-    return {key: acc[key] for key in ("ftry", "f", "sb", "sbpos", "loss", "csum", "H")}
+def hessian_sums(k, D1, a, P, L, trials, levels) -> dict:
+    """The sums of :func:`hessian_block`: the per-row terms' (unused) and the Hessians' at
+    ``levels`` slots per model."""
+    acc = accumulators(k, D1, 1, P, L, trials, free_bias=False, polish=False, cg=False)
+    acc = {key: acc[key] for key in ("ftry", "f", "sb", "sbpos", "loss", "csum")}
+    acc["H"] = Accumulator((k, a, a, levels))
+    return acc
 
 
 def split_sums(res, k, L, cg, polish) -> None:
@@ -255,11 +258,16 @@ def _add_hessians(block, X, h, args, out_H):
 
 
 def hessian_block(block, views, args, acc):
-    """The Hessians a pass with ``args`` would have summed on this block, at the slots
-    whose cutoff is finite only (``sched.map_reduce_rows`` over the rows kept in RAM:
-    :mod:`._newton_hessian`): the same operations, so the same bits."""
+    """The Hessians a pass with ``args[:10]`` would have summed on this block at the
+    slots ``args[10]`` ((k, levels): model ``c``'s slots, its point's levels) into
+    ``acc["H"]`` (k, a, a, levels), those whose cutoff is finite only
+    (``sched.map_reduce_rows`` over the rows kept in RAM: :mod:`._newton_hessian`): the
+    same operations per slot, so the same bits."""
     X, _, _, h = _rows_of(block, args, acc)
-    _add_hessians(block, X, h, args, acc["H"])
+    pick, k = args[10], h.shape[2]
+    h = np.ascontiguousarray(h[pick.T, :, np.arange(k)].transpose(0, 2, 1))   # (levels, n, k)
+    cut = args[8][np.arange(k)[:, None], pick]
+    _add_hessians(block, X, h, (*args[:8], cut, args[9]), acc["H"])
 
 
 def newton_block(block, views, args, acc):

@@ -383,7 +383,7 @@ class NewtonSolver(NewtonSteps, Solver):
                 polish, (hess, sample))
         if self.lazy_h:                     # what the Hessians after the pass need
             self.h_args = ((self.W.copy(), *args[1:7], self.amap.copy(), cutoff, self.full_h),
-                           hessian_sums(k, D1, self.a, P, alphas.shape[1], TRIALS))
+                           hessian_sums(k, D1, self.a, P, alphas.shape[1], TRIALS, self.L))
         if self.rows is not None:
             self.rows.collect_to = "ram" if self.cg or self.lazy_h or (
                 polish is not None and (polish[0] >= 0).any()) else None
