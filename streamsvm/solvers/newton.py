@@ -57,7 +57,7 @@ steps, mushrooms 13 for 10 (at one point and speculating near a level's end: 8 a
 modes make the same iterates. ``n_iter`` counts Newton steps. When the whole store fits 40%
 of the RAM slab's room (in memory) and its rows are long, the passes sum no Hessian: every
 row stays in RAM and after the pass each model's Hessians are summed there at its accepted
-point only, bit for bit the pass's sums (:mod:`._newton_hessian`; usps 16.2 s → 6.3 s, the
+point only, bit for bit the pass's sums (:mod:`._newton_hessian`; usps 15.1 s → 5.4 s, the
 same 19 passes).
 
 Certificate: the relative gap between the best primal value evaluated (the model returned
