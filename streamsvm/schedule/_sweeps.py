@@ -26,6 +26,7 @@ from ._heap import release_free_heap
 from ._orders import RESIDENT_STREAM, chunk_groups, mix64, sweep_order, visit_ranks
 from ._reduce import Folder
 from ._resident import ResidentRows
+from ._rows_reduce import map_reduce_rows
 from ._state import flagged_rows
 
 __all__ = ["Sweeps", "Group", "Reduced", "Swept"]
@@ -145,32 +146,9 @@ class Sweeps:
         return Reduced(res, visits=self.rows_visited - v0)
 
     def map_reduce_rows(self, kernel: Callable, *, acc: dict, args: tuple = (), rows) -> dict:
-        """:meth:`map_reduce`'s reduction over the RAM slab of ``rows`` when it holds every
-        row of the store (:attr:`ResidentRows.ram_full`): the kernel sees the store's
-        blocks cut from the slab, in the order a sequential pass visits them, and the
-        accumulators fold by the same groups, tree and ranks, so the result has the bits
-        the same kernel gives in a pass over the store (run locally or on a cluster). Not a
-        pass: the rows are the solver's resident rows (newton sums its Hessians there, at
-        the points a pass has chosen). The kernel gets no per-row states."""
-        if rows.ram is None or not rows.ram_full:
-            raise InvalidParameterError("map_reduce_rows needs a RAM slab holding every row "
-                                        "of the store")
-        sl = rows.ram
-        if not np.array_equal(sl.ids, np.arange(self.n_rows)):
-            raise InvalidParameterError("map_reduce_rows needs the slab's rows in store order")
-        indptr, indices, data = sl.X
-        ids = sweep_order("sequential", self.n_blocks, self.seed, 0)
-        folder = Folder(acc, ids, self._layout.groups)
-        for b, rank in zip(ids.tolist(), visit_ranks(ids).tolist()):
-            lo, hi = self.block_bounds(b)
-            p0, p1 = int(indptr[lo]), int(indptr[hi])
-            block = Block(id=b, row_start=lo, indptr=indptr[lo:hi + 1] - p0,
-                          indices=indices[p0:p1], data=data[p0:p1] if len(data) else data,
-                          y=sl.y[lo:hi], rank=rank)
-            arrays = folder.arrays(b)
-            kernel(block, (), args, arrays)
-            folder.done(b, rank, arrays)
-        return folder.result()
+        """:meth:`map_reduce`'s reduction over the RAM slab of ``rows`` holding every row
+        of the store: the same bits as a sequential pass, not a pass (``_rows_reduce.py``)."""
+        return map_reduce_rows(self, kernel, acc, args, rows)
 
     def _map_reduce_local(self, kernel, acc, args, states, order, active, rows, fuse,
                           visits=None) -> dict:
