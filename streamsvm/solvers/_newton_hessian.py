@@ -24,10 +24,11 @@ __all__ = ["NearRows", "hessians_at_accepted", "resident_rows"]
 
 log = logging.getLogger("streamsvm.solvers.newton")
 
-_LONG_ROWS = 32         # ... on rows of this many entries at least (a row's rank-one updates,
-                        # ½·entries² a slot, outweigh re-reading it from RAM: usps (256) 13.6
-                        # s → 5.9 s, dna (46) 2.6 → 1.0; a9a (14) 0.38 → 0.51, mushrooms (21)
-                        # 0.42 → 0.48, letter and pendigits (16) unchanged)
+_LONG_ROWS = 32         # the Hessians from the rows only on rows of this many entries at
+                        # least: a row's rank-one updates, ½·entries² a slot, then outweigh
+                        # re-reading it from RAM (on for every store, at c911de5: usps (256
+                        # entries) 13.6 s → 5.9 s, dna (46) 2.6 → 1.0; a9a (14) 0.38 → 0.51,
+                        # mushrooms (21) 0.42 → 0.48, letter and pendigits (16) unchanged)
 _SHARE = 0.4            # the store's rows may take this share of the RAM slab's room (the
                         # block cache keeps its own copy of the store in the rest)
 
