@@ -64,8 +64,13 @@ def add_train(sub) -> None:
     t.add_argument("-o", "--output", required=True,
                    help="model file to write (JSON; '-': standard output, the summary then "
                         "goes to standard error); its directory must exist")
-    t.add_argument("--solver", default="dcd", choices=sorted(SOLVERS),
-                   help="the method (default dcd)")
+    t.add_argument("--solver", default="auto", choices=["auto", *sorted(SOLVERS)],
+                   help="the method (default auto: chosen before the first pass from the "
+                        "store's rows, features and row norms, C, the loss, whether the rows "
+                        "fit --memory and the backend, by rules measured on a matrix of data "
+                        "sets (docs: Choosing a solver); -v logs the choice and why, the model "
+                        "and --json keep it; a solver parameter given limits the choice to "
+                        "the solvers taking it; ww, another objective, only by name)")
     run = t.add_argument_group("run options")
     for p in RUN_PARAMS:
         add_param(run, p, p.default, "")
@@ -151,8 +156,12 @@ def class_weight(items):
 
 def solver_args(args) -> dict:
     """The solver parameters given on the command line, checked against ``--solver``."""
+    from ._auto import AUTO, CHOICES
     from .solvers import SOLVERS
-    table = SOLVERS[args.solver].param_table()
+    if args.solver == AUTO:     # any parameter of a solver auto may choose (_auto.candidates)
+        table = {p.name: p for s in CHOICES for p in SOLVERS[s].params}
+    else:
+        table = SOLVERS[args.solver].param_table()
     every = {p.name: p for cls in SOLVERS.values() for p in cls.params}
     out = {}
     for name, p in every.items():
@@ -160,6 +169,12 @@ def solver_args(args) -> dict:
         if value is None:
             continue
         if name not in table and name != "C_path":      # (a path: any solver, _c_search)
+            if args.solver == AUTO:
+                takers = [s for s, cls in SOLVERS.items() if name in cls.param_table()]
+                raise InvalidParameterError(
+                    f"{p.cli_flag} is not a parameter of any solver --solver auto chooses "
+                    f"({', '.join(CHOICES)}): name the solver taking it (--solver "
+                    f"{' or '.join(takers)})")
             raise InvalidParameterError(f"{p.cli_flag} is not a parameter of solver "
                                         f"{args.solver!r} (its parameters: "
                                         f"{', '.join(q.cli_flag for q in table.values())})")

@@ -16,6 +16,7 @@ import inspect
 
 import numpy as np
 
+from ._auto import AUTO, CHOICES
 from .exceptions import InvalidParameterError
 from .solvers import SOLVERS
 
@@ -74,6 +75,8 @@ def is_default(value, default) -> bool:
 def solver_kwargs(est, defaults: dict, solver: str) -> dict:
     """The parameters of ``est`` to give ``solver``: those it declares, except a None that
     stands for its own default; any other parameter must still hold its default."""
+    if solver == AUTO:
+        return _auto_kwargs(est, defaults)
     table = SOLVERS[solver].param_table()
     out = {}
     for name, default in defaults.items():
@@ -94,4 +97,24 @@ def solver_kwargs(est, defaults: dict, solver: str) -> dict:
                 f"{' and '.join(takes) or 'no solver'}, not by the chosen solver {solver!r}: "
                 f"leave it at its default ({default!r}) or choose "
                 f"{'that solver' if len(takes) == 1 else 'one of those solvers'}.")
+    return out
+
+
+def _auto_kwargs(est, defaults: dict) -> dict:
+    """``solver="auto"``: the parameters set away from their defaults (auto chooses among
+    the solvers taking them all, ``_auto.candidates``); one no solver auto chooses takes
+    (ww's) is refused."""
+    taken = {p.name for s in CHOICES for p in SOLVERS[s].params}
+    out = {}
+    for name, default in defaults.items():
+        value = getattr(est, name, _UNSET)
+        if name in RUN_PARAMS or name == "solver" or value is _UNSET or \
+                is_default(value, default):
+            continue
+        if name not in taken and name != "C_path":
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {type(est).__name__} is not taken by any solver "
+                f"solver='auto' chooses ({', '.join(CHOICES)}): leave it at its default "
+                f"({default!r}) or choose the solver taking it")
+        out[name] = value
     return out

@@ -35,7 +35,8 @@ def _training(model) -> dict | None:
         return {"solver": p.pop("solver", None) or "LIBLINEAR", "params": p} if p else None
     history = s.get("history") or []
     out = {"solver": p.pop("solver", None), "params": p}
-    for key in ("passes", "n_iter", "primal", "dual", "gap", "converged", "n_rows", "store"):
+    for key in ("chosen_because", "passes", "n_iter", "primal", "dual", "gap", "converged",
+                "n_rows", "store"):
         if key in s:
             out[key] = s[key]
     out["gap_exact"] = bool(history and history[-1].get("exact"))
@@ -75,6 +76,8 @@ def model_info_text(info: dict) -> str:
     if t is not None:
         if t.get("solver"):
             lines.append(("solver", t["solver"]))
+        if t.get("chosen_because"):         # --solver auto: why this one
+            lines.append(("chosen by auto", t["chosen_because"]))
         lines.append(("parameters", ", ".join(f"{k}={v}" for k, v in t["params"].items())))
         if "passes" in t:
             gap = t.get("gap")

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from ._auto import AUTO
 from ._outputs import check_writable_dir
 from .exceptions import InvalidParameterError
 from .model import LinearModel
@@ -156,7 +157,7 @@ def make_solver(solver: str, params: dict):
     return SOLVERS[solver](**params)
 
 
-def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
+def train(store, *, solver="auto", memory="1GB", seed=0, checkpoint=None, checkpoint_every=0,
           checkpoint_every_seconds=0.0, resume=True, overwrite_checkpoint=False, init_model=None,
           storage_options=None, callback=None,
           should_stop=None, block_rows=None, prefetch=8, readers=None, scratch_dir=None,
@@ -168,8 +169,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     Parameters
     ----------
     store : Store, InMemoryStore or str
-    solver : str
-        A name in :data:`streamsvm.solvers.SOLVERS`.
+    solver : str, default "auto"
+        A name in :data:`streamsvm.solvers.SOLVERS`, or ``"auto"``: chosen from the store
+        and the parameters before the first pass (:mod:`streamsvm._auto`; the model's
+        ``summary["chosen_because"]`` says why).
     memory : str or int
         Budget for per-row state, resident rows, blocks in flight and cached blocks.
     seed : int
@@ -231,6 +234,10 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
     OutputLockedError
         Another run is using ``checkpoint`` (named: pid, host, command, start time).
     """
+    if solver == AUTO:                      # the solver from the store and the parameters
+        kw = dict(locals())             # (outside a comprehension: its own locals)
+        return _train_auto(store, {k: v for k, v in kw.items()
+                                   if k not in ("store", "solver", "params")}, params)
     from .checkpoint import CheckpointManager
     from .io import InMemoryStore, OutputLock, StoreMeta, open_store
     from .schedule import PassScheduler
@@ -329,3 +336,33 @@ def train(store, *, solver="dcd", memory="1GB", seed=0, checkpoint=None, checkpo
              result.n_iter, result.passes, slv.certificate, result.stop_value,
              result.converged, seconds)
     return model, result
+
+
+def _train_auto(store, run: dict, params: dict):
+    """:func:`train` with ``solver="auto"``: the solvers ranked for the store and the
+    parameters (:func:`streamsvm._auto.choose`), the first whose needs fit ``memory`` trained
+    (one that refuses the budget before its first pass gives way to the next), and the
+    reason kept in each model's ``summary["chosen_because"]``."""
+    from ._auto import choose
+    from .exceptions import BudgetTooSmallError
+    from .io import StoreMeta, open_store
+    if not isinstance(store, StoreMeta):
+        store = open_store(store, storage_options=run["storage_options"])
+    ranked, because = choose(store, params, memory=run["memory"],
+                             cluster=run["scheduler"] is not None)
+    refused: list = []
+    for solver in ranked:
+        try:
+            out = train(store, solver=solver, **run, **params)
+        except BudgetTooSmallError as exc:
+            refused.append((solver, exc))
+            log.info("--solver auto: %s refused the memory budget, trying the next", solver)
+            continue
+        if refused:
+            because += (f"; {', '.join(s for s, _ in refused)} refused the memory budget: "
+                        f"the next ranked, {solver}")
+        for m in out[0] if isinstance(out[0], list) else [out[0]]:
+            m.summary["chosen_because"] = because
+        return out
+    raise refused[0][1]
+

@@ -270,7 +270,7 @@ def _cmd_train(args) -> int:
     import time
     from ._outputs import check_writable_file
     from ._train import train
-    from .io import open_store
+    from .io import STDOUT, open_store
     so = storage_options(args.storage_option)
     params = solver_args(args)
     # the model's location first: a run that cannot save its model does not start
@@ -330,14 +330,14 @@ def _cmd_train(args) -> int:
         raise OutputNotWritableError(f"cannot write the model output (-o) {args.output!r}: "
                                      f"{_reason(exc)}{hint}") from exc
     seconds = time.perf_counter() - t_start
-    summary = {"solver": args.solver, "passes": result.passes, "n_iter": result.n_iter,
-               "primal": result.primal, "dual": result.dual, "gap": result.stop_value,
-               "converged": result.converged, "seconds": seconds,
-               "model": args.output if len(outputs) == 1 else list(outputs.values()),
-               "history": result.history}
+    summary = {"solver": models[0].params["solver"], **{  # (--solver auto: why that one)
+        k: v for k, v in models[0].summary.items() if k == "chosen_because"},
+        "passes": result.passes, "n_iter": result.n_iter, "primal": result.primal,
+        "dual": result.dual, "gap": result.stop_value, "converged": result.converged,
+        "seconds": seconds, "history": result.history,
+        "model": args.output if len(outputs) == 1 else list(outputs.values())}
     if search is not None:
         summary.update(C_search=search, chosen_C=search[best]["C"])
-    from .io import STDOUT
     # -o - (or /dev/stdout): standard output carries the model, the summary goes to stderr
     said = sys.stderr if any(is_stdout(o) for o in outputs.values()) else sys.stdout
     for row in search if search is not None and not args.json else ():
@@ -347,10 +347,10 @@ def _cmd_train(args) -> int:
         print(json.dumps(summary), file=said)
     else:                       # -q removes the progress display only
         names = ("standard output" if o == STDOUT else o for o in outputs.values())
-        print(f"wrote {', '.join(names)}: {result.n_iter} iterations, {result.passes:.2f} passes, "
-              f"primal {result.primal:.6f}, dual {result.dual:.6f}, relative gap "
-              f"{result.stop_value:.2e}, {'converged' if result.converged else 'NOT converged'}, "
-              f"{seconds:.2f}s", file=said)
+        print(f"wrote {', '.join(names)}: {summary['solver']}, {result.n_iter} iterations, "
+              f"{result.passes:.2f} passes, primal {result.primal:.6f}, dual {result.dual:.6f}, "
+              f"relative gap {result.stop_value:.2e}, "
+              f"{'converged' if result.converged else 'NOT converged'}, {seconds:.2f}s", file=said)
     return 0
 
 

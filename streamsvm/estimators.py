@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from ._estimator_input import check_fit_X, check_predict_X, check_y, not_fitted
+from ._auto import AUTO
 from ._estimator_params import RUN_PARAMS, estimator_signature, is_default, solver_kwargs
 from ._train import train
 from .exceptions import InvalidParameterError
@@ -58,8 +59,10 @@ class LinearSVC:
 
     Parameters
     ----------
-    solver : str, default="dcd"
-        A solver of :data:`streamsvm.solvers.SOLVERS`.
+    solver : str, default="auto"
+        A solver of :data:`streamsvm.solvers.SOLVERS`, or "auto": chosen at ``fit`` from the
+        data and the parameters (``streamsvm train --solver auto``; ``model_.params["solver"]``
+        is the one chosen, ``model_.summary["chosen_because"]`` says why).
     memory : str or int, default="1GB"
     random_state : int, default=0
     checkpoint : str, optional
@@ -114,7 +117,7 @@ class LinearSVC:
     [1.0, 1.0, -1.0, -1.0]
     """
 
-    default_solver = "dcd"
+    default_solver = "auto"
     solvers = None                    # every solver of SOLVERS; ``solver`` is a parameter
 
     def _solver_name(self) -> str:
@@ -152,9 +155,10 @@ class LinearSVC:
             y, labels = check_y(y, X.shape[0], type(self).__name__)
             store = InMemoryStore(X, y, chunk_rows=self.chunk_rows)
         solver = self._solver_name()
-        if solver not in SOLVERS:
+        if solver not in SOLVERS and (solver != AUTO or type(self).solvers is not None):
             raise InvalidParameterError(f"The 'solver' parameter of {type(self).__name__} must "
-                                        f"be one of {sorted(SOLVERS)}. Got {solver!r} instead.")
+                                        f"be 'auto' or one of {sorted(SOLVERS)}. Got {solver!r} "
+                                        f"instead.")
         params = solver_kwargs(self, self._defaults, solver)
         if labels is not None and isinstance(params.get("class_weight"), dict):
             params["class_weight"] = _coded_weights(params["class_weight"], labels)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "StreamSVMError",
+    "BudgetTooSmallError",
     "FormatError",
     "StoreError",
     "StoreNotFoundError",
@@ -92,6 +93,11 @@ class StoreCorruptError(StoreError):
 
 class InvalidParameterError(StreamSVMError, ValueError, TypeError):
     """A parameter has an invalid value or type (checked before the first pass)."""
+
+
+class BudgetTooSmallError(InvalidParameterError):
+    """The ``memory`` budget cannot hold what a solver must keep whatever the budget (its
+    models and their sums); the message names the least budget that can."""
 
 
 class ModelError(StreamSVMError, ValueError):

@@ -21,15 +21,10 @@ import streamsvm as ss  # noqa: E402
 from streamsvm.exceptions import (ConvergenceWarning, DataMismatchError,  # noqa: E402
                                   InvalidParameterError)
 
-EXPECTED_FAILURES = {
-    "LinearSVC": {
-        "check_class_weight_classifiers":
-            "the check sets max_iter, a parameter of the alm solver only, on an estimator "
-            "running dcd, which refuses parameters its solver does not take; the same check "
-            "without it passes (test_class_weights_as_scikit_learn_checks_them)",
-    },
-    "WestonWatkinsSVC": {},
-}
+#: None: with ``solver="auto"`` (the default) check_class_weight_classifiers' max_iter, a
+#: parameter of alm only, makes auto choose alm (``dcd`` named refuses it: it is not one of
+#: its parameters; test_a_parameter_of_another_solver_is_refused_unless_at_its_default).
+EXPECTED_FAILURES: dict = {"LinearSVC": {}, "WestonWatkinsSVC": {}}
 
 
 NOT_RUN = {
@@ -174,6 +169,9 @@ def test_bad_labels_are_refused_before_any_pass(y, match):
 
 def test_a_parameter_of_another_solver_is_refused_unless_at_its_default():
     X, y = _blobs([0, 1])
-    ss.LinearSVC(polish=True).fit(X, y)          # newton's default: ignored by dcd
-    with pytest.raises(InvalidParameterError, match="'polish' .* taken by newton, not by the chosen solver 'dcd'"):
-        ss.LinearSVC(polish=False).fit(X, y)
+    ss.LinearSVC(solver="dcd", polish=True).fit(X, y)    # newton's default: ignored by dcd
+    with pytest.raises(InvalidParameterError,
+                       match="'polish' .* taken by newton, not by the chosen solver 'dcd'"):
+        ss.LinearSVC(solver="dcd", polish=False).fit(X, y)
+    # auto: a parameter only newton takes limits the choice to newton
+    assert ss.LinearSVC(polish=False).fit(X, y).model_.params["solver"] == "newton"

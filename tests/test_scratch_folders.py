@@ -54,7 +54,8 @@ sys.exit(main(sys.argv[1:]))
 def _train(store, scratch, tmp_path, script=None):
     tmp_path.mkdir(exist_ok=True)        # an output file's directory must exist
     args = ["train", str(store), "-o", str(tmp_path / "m.json"), "--memory", "3MB",
-            "--max-passes", "1", "-q", "-v", "--scratch-dir", str(scratch)]
+            "--max-passes", "1", "-q", "-v", "--scratch-dir", str(scratch),
+            "--solver", "dcd"]                   # (dcd.alpha: the state spilled)
     cmd = [sys.executable, "-c", script, *args] if script else \
         [sys.executable, "-m", "streamsvm.cli", *args]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

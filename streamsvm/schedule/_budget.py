@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 
-from ..exceptions import InvalidParameterError
+from ..exceptions import BudgetTooSmallError, InvalidParameterError
 from ._checks import mb
 from ._heap import release_free_heap
 from ._local import reader_bytes
@@ -136,7 +136,7 @@ class Budget:
 
         Raises
         ------
-        InvalidParameterError
+        BudgetTooSmallError
             Naming the smallest ``memory`` that holds them all.
         """
         needs = {what: self.need_bytes(n) for what, n in needs.items()}
@@ -165,7 +165,7 @@ class Budget:
         least = int(-(-(fixed + self._inflight(0, 1, 1)) // (1.0 - self.ALLOCATOR_HEADROOM)))
         parts = ", ".join(f"{what} {mb(v)}" for what, v in needs.items())
         url = self.store.url
-        raise InvalidParameterError(
+        raise BudgetTooSmallError(
             f"The 'memory' budget ({mb(self.memory)}) is too small for {owner} on {url!r}: "
             f"it must hold {parts}, and a quarter of the budget stays with the allocator; "
             f"give at least {mb(least)} (memory={least}).")
@@ -206,6 +206,16 @@ class Budget:
                                             f"RowField records, not {f!r}")
         own = sum(st.dtype.itemsize * (st.width or 1) for st in states)
         return 8 + 4 + 8 + own + sum(f.nbytes() for f in fields)
+
+    @staticmethod
+    def rows_fit(store, memory, share: float) -> bool:
+        """Before any scheduler exists: whether the store's rows as a RAM slab keeps them
+        (entries, and a pointer, label and id a row) take at most ``share`` of the data
+        budget of a run with ``memory`` (``--solver auto``: in memory or streamed)."""
+        from ._memory import parse_memory
+        entry = store.dtype.itemsize + np.dtype(store.meta["index_dtype"]).itemsize
+        need = store.nnz * entry + store.n_rows * (8 + 4 + 8)
+        return need <= share * parse_memory(memory) * (1.0 - Budget.ALLOCATOR_HEADROOM)
 
     def store_fits_ram(self, fields=(), share: float = 1.0) -> bool:
         """Whether every row of the store, with ``fields`` per row (the solver's states

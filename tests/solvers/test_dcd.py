@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 
@@ -10,13 +11,14 @@ import pytest
 import scipy.sparse as sp
 
 import streamsvm as ss
-from streamsvm.estimators import train
+from streamsvm.estimators import train as _train
 from streamsvm.exceptions import (ConvergenceWarning, IncompleteStoreError, InvalidParameterError,
                                   StoreNotFoundError)
 from streamsvm.io import InMemoryStore, convert, write_store
 
 from ..conftest import data_file
 
+train = functools.partial(_train, solver="dcd")     # (the default is auto: this is dcd's file)
 sk = pytest.importorskip("sklearn.datasets")
 
 

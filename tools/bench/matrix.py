@@ -201,3 +201,5 @@ def register(sub) -> None:
     p.add_argument("--min-stream", type=float, default=4.0, help="smallest streamed budget, MB")
     p.add_argument("--json", help="write the runs here (after every run)")
     p.set_defaults(run=_run)
+    from .matrix_render import register as register_render
+    register_render(sub)

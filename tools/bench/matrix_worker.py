@@ -6,7 +6,8 @@
 the losses, the modes, the tolerance and the time limits. One JSON line per run goes to
 standard output (the parent keeps them as they come, so a data set cut short keeps its runs).
 
-Each solver first trains one untimed pass in each mode (numba's cache loaded or compiled);
+Each solver first trains one untimed pass per loss and mode (numba's cache loaded or compiled;
+for ``auto``, each solver it may choose);
 then, per cell (loss, C, mode), the solvers in the given order, each timed around ``train``
 alone, to the certified ``tol`` or until its deadline: ``--cap`` seconds, or ``--factor``
 times the cell's fastest certified run so far (but at least ``--floor`` seconds), whichever
@@ -52,9 +53,12 @@ def main(job_path: str) -> int:
     store = job["store"]
     modes = {"ram": job["ram_memory"], "streamed": job["streamed_memory"]}
     modes = {m: modes[m] for m in job["modes"] if modes[m]}
-    for solver in job["solvers"]:          # numba's cache, per solver and mode
-        for memory in modes.values():
-            _one(store, solver, memory, dict(loss="hinge", C=1.0, max_passes=1), 1e18)
+    from streamsvm._auto import CHOICES
+    warm = [s for solver in job["solvers"] for s in (CHOICES if solver == "auto" else [solver])]
+    for solver in dict.fromkeys(warm):     # numba's cache, per solver, loss and mode (auto:
+        for memory in modes.values():      # every solver it may choose)
+            for loss in job["losses"]:
+                _one(store, solver, memory, dict(loss=loss, C=1.0, max_passes=1), 1e18)
     for loss in job["losses"]:
         for C in job["Cs"]:
             for mode, memory in modes.items():
