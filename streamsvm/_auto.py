@@ -133,10 +133,11 @@ HINGE_MULTI_CR2 = 800.0
 #: C·R² up to which dcd is the fastest, squared hinge, two classes, in memory (a9a 15 within
 #: 1.1×; synth-2e5 360 newton 5.8× faster). More classes: dcd at every C measured.
 SQUARED_CR2 = 100.0
-#: The same streamed, where each of dcd's epochs is a pass and visits the blocks of a chunk
-#: in storage order, which slows the squared hinge's dual (a9a C = 0.01, C·R² 0.15: 270
-#: passes streamed against 5 in memory; synth-5e5 C·R² 0.036: dcd the fastest).
-SQUARED_STREAMED_CR2 = 0.1
+#: The same streamed, where each of dcd's epochs is a pass (the matrix's dcd cells re-measured
+#: once the blocks of a decoded window are shuffled, matrix-windows.json: a9a C·R² 0.15 dcd
+#: 1.6× faster than alm; synth-5e5 C·R² 3.6 dcd and newton level; a9a C·R² 15 alm 9×
+#: faster).
+SQUARED_STREAMED_CR2 = 5.0
 #: Streamed past it: alm on stores of at most this many features (a9a: alm the fastest at
 #: every C, newton timed out), newton on wider ones (synth-5e5, 10^4 features: newton within
 #: 1.0× at C·R² 3.6 and 357, alm 1.7× at 3.6).

@@ -131,6 +131,8 @@ def _f(**kw):
     (dict(loss="squared_hinge", C=1e4, classes=3), "dcd"),             # multiclass: dcd
     (dict(loss="squared_hinge", C=100.0, in_ram=False), "alm"),        # streamed
     (dict(loss="squared_hinge", C=0.01, in_ram=False), "dcd"),
+    (dict(loss="squared_hinge", C=2.0, in_ram=False), "dcd"),          # C·R² 4 ≤ 5
+    (dict(loss="squared_hinge", C=5.0, in_ram=False), "alm"),          # C·R² 10
     (dict(features=10**6), "avsf"),                                    # wide
     (dict(cluster=True, loss="squared_hinge"), "newton"),
     (dict(cluster=True, loss="squared_hinge", features=10**5), "dcd"),

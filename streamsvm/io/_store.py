@@ -95,6 +95,14 @@ class Store(StoreMeta):
         once)."""
         return max(a.inner_len * a.dtype.itemsize for a in self._open_arrays().values())
 
+    def rows_per_inner_chunk(self) -> float:
+        """Rows one inner chunk of the entry arrays (``indices``, ``data``) holds, on
+        average over the store (the smaller of the two): how many consecutive rows share
+        the inner chunks one partial read decodes."""
+        arrays = self._open_arrays()
+        inner = min(arrays[n].inner_len for n in ("indices", "data") if n in arrays)
+        return inner * self.n_rows / max(1, self.nnz)
+
     def keep_partial(self, keep: int) -> None:
         """Keep up to ``keep`` decoded inner chunks per array between reads (memory for
         fewer decompressions of chunks shared by consecutive row ranges)."""

@@ -121,6 +121,10 @@ class StoreMeta(abc.ABC):
         """Keep up to ``keep`` decoded inner chunks per array between reads (nothing to keep
         here)."""
 
+    def rows_per_inner_chunk(self) -> float:
+        """Rows whose entries one decode holds (here every row: nothing is decoded)."""
+        return float(self.n_rows)
+
     def largest_inner_bytes(self) -> int:
         """Decoded bytes of the largest inner chunk, what one read decodes at once (none
         here)."""

@@ -39,6 +39,7 @@ from ._checks import check_int
 from ._keeps import Keeps
 from ._local import LocalBackend, default_readers
 from ._memory import parse_memory
+from ._orders import chunk_groups, group_window
 from ._state import RowState, ScratchDir
 from ._sweeps import Group, Reduced, Swept, Sweeps
 
@@ -232,6 +233,14 @@ class PassScheduler(Budget, Sweeps, Keeps):
     def block_chunks(self) -> np.ndarray:
         """Store chunk of every block, shape (n_blocks,)."""
         return self._layout.chunk
+
+    def chunk_order(self, ids, size: int, epoch: int) -> np.ndarray:
+        """The blocks ``ids`` (ascending) in chunk groups of ``size``, new every ``epoch``,
+        the blocks of one decoded window shuffled (:func:`~._orders.chunk_groups` with
+        :func:`~._orders.group_window`): the order of :meth:`groups` over the store, for a
+        solver that sweeps the store in groups itself."""
+        window = group_window(size, self._keep_partial, self.block_rows, self.store)
+        return chunk_groups(self.block_chunks, ids, size, self.rng(epoch, 0), window)
 
     def block_bounds(self, b: int) -> tuple[int, int]:
         """Global row range ``[start, stop)`` of block ``b``."""

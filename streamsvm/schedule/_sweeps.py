@@ -23,7 +23,7 @@ from ..exceptions import InvalidParameterError
 from ._blocks import Block
 from ._checks import check_int
 from ._heap import release_free_heap
-from ._orders import RESIDENT_STREAM, chunk_groups, mix64, sweep_order, visit_ranks
+from ._orders import RESIDENT_STREAM, mix64, sweep_order, visit_ranks
 from ._reduce import Folder
 from ._resident import ResidentRows
 from ._rows_reduce import map_reduce_rows
@@ -231,7 +231,7 @@ class Sweeps:
         (dual coordinate descent's shuffle buffer: a kernel interleaves their rows).
 
         Over the store, the blocks with kept rows in chunk groups of ``size``, new every
-        pass (:func:`~streamsvm.schedule._orders.chunk_groups`, seeded by ``(epoch, 0)``);
+        pass (:meth:`chunk_order`, seeded by ``(epoch, 0)``);
         over resident rows on scratch disk, their blocks in a random order (seeded by
         ``(epoch, RESIDENT_STREAM)``). The rows the solver keeps are counted and collected
         after each group, as :meth:`ResidentRows.plan` asked.
@@ -263,8 +263,7 @@ class Sweeps:
             read0 = rows.disk.bytes_read
             blocks = self._visit_resident(ids, rows.disk)
         else:
-            ids = chunk_groups(self.block_chunks, np.flatnonzero(rows.block_rows > 0), size,
-                               self.rng(epoch, 0))
+            ids = self.chunk_order(np.flatnonzero(rows.block_rows > 0), size, epoch)
             blocks = self.blocks(ids)
         collector = rows.collector()
         position, pending, done = 0, [], False

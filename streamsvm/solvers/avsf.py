@@ -17,15 +17,15 @@ Out of core (spec §3.3 A, §3.6), one epoch is one pass:
 * the budgets, at two levels with exact marginals: Algorithm 4 over the preference masses
   of the blocks (their rows not in the hot cache) and of the hot cache, with budget ``ℓ``;
   then over each block's rows when it arrives (and over the cache's rows);
-* the blocks in chunk pairs new every pass (``chunk_groups``), the visits of a pair's rows
+* the blocks in chunk pairs new every pass (``sched.chunk_order``), the visits of a pair's rows
   and a slice of the cache's visits shuffled together in one kernel call (the cache's visits
   spread evenly over the pass by the blocks' budgets); a block whose budget is 0 (every row
   hot) is not read;
 * the **hot cache** (``schedule/_hot.py``): after its visits, a block's rows whose largest
-  preference is at least ``τ_in`` (and above the mean preference) are copied to RAM while there is room
-  (``cache`` × ℓ rows, within the memory budget); ``τ_in`` is the cache size's largest
-  preference (from a histogram of log p over all rows) and a row leaves at the end of a
-  pass once its preference is below ``τ_in/2`` (hysteresis);
+  preference is at least ``τ_in`` (and above the mean preference) are copied to RAM while
+  there is room (``cache`` × ℓ rows, within the memory budget); ``τ_in`` is the cache
+  size's largest preference (from a histogram of log p over all rows) and a row leaves at
+  the end of a pass once its preference is below ``τ_in/2`` (hysteresis);
 * when the whole store fits the budget it is read at once and every row is hot: the epochs
   are the paper's, exactly (Algorithm 4 over all ℓ rows, one shuffled schedule);
 * optional, off by default (``lazy``, spec §3.7, experimental): a block's visits of an
@@ -54,7 +54,7 @@ import numpy as np
 from ..kernels._avsf import alg4_counts
 from ..exceptions import InvalidParameterError
 from ..problem import Problem
-from ..schedule import Need, RowField, chunk_groups
+from ..schedule import Need, RowField
 from ._avsf_cache import HotCachePolicy
 from ._avsf_check import AvsfCheck
 from ._avsf_visits import AvsfVisits
@@ -240,7 +240,7 @@ class AVSFSolver(HotCachePolicy, AvsfVisits, AvsfCheck, Solver):
         # the hot rows' visits, shuffled, then dealt to the groups by their budgets
         H, m = self._hot_codes(budget[nb], state)
         ids = np.flatnonzero(budget[:nb].sum(axis=1) > 0)
-        ids = chunk_groups(sched.block_chunks, ids, 2, sched.rng(self.epochs, 0))
+        ids = sched.chunk_order(ids, 2, self.epochs)
         per_block = budget[ids].sum(axis=1)
         pairs = [ids[j:j + 2] for j in range(0, len(ids), 2)]
         group_budget = np.array([per_block[j:j + 2].sum() for j in range(0, len(ids), 2)])

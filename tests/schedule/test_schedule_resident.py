@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from streamsvm.io import InMemoryStore
 from streamsvm.schedule import PassScheduler
-from streamsvm.schedule._orders import chunk_groups
+from streamsvm.schedule._orders import chunk_groups, group_window
 from streamsvm.schedule._slabs import DiskWriter
 
 
@@ -138,7 +138,10 @@ def test_groups_pair_chunks_and_seed_each_group():
     _, _, store = _store(n=1000)
     sched = PassScheduler(store, memory="1GB", block_rows=25)
     key, other, rows = _rows(sched)
-    ids = chunk_groups(sched.block_chunks, np.arange(sched.n_blocks), 2, sched.rng(4, 0))
+    window = group_window(2, sched._keep_partial, sched.block_rows, store)
+    assert window >= 4          # in memory nothing is decoded: a chunk's blocks shuffled
+    ids = chunk_groups(sched.block_chunks, np.arange(sched.n_blocks), 2, sched.rng(4, 0),
+                       window)
     seen = _sweep(sched, rows, key, other, np.random.default_rng(0), epoch=4)
     assert [b for b, _ in seen] == list(ids)
     seeds = [s for _, s in seen]
