@@ -122,7 +122,8 @@ def _f(**kw):
 
 @pytest.mark.parametrize("kw, first", [
     (dict(), "dcd"),                                                   # C·R² 2
-    (dict(C=100.0), "alm"),                                            # binary hinge, 200
+    (dict(C=100.0), "dcd"),                                            # binary hinge, 200
+    (dict(C=100.0, in_ram=False), "alm"),                              # the same, streamed
     (dict(C=100.0, classes=5), "dcd"),                                 # ≤ 800: multiclass
     (dict(C=1000.0, classes=5), "newton"),                             # dense, in memory
     (dict(C=1000.0, classes=5, features=10**5), "alm"),                # no dense Hessian
