@@ -5,6 +5,7 @@ from .exceptions import (CheckpointError, ConvergenceWarning, FormatError, Incom
                          InvalidParameterError, StoreError, StoreExistsError, StoreNotFoundError,
                          StoreWriteError, StreamSVMError)
 from ._train import train
+from ._cv import CVResult, cross_validate, cross_validate_path
 from .estimators import LinearSVC, WestonWatkinsSVC
 from .exceptions import NotFittedError
 from .io import Chunk, InMemoryStore, Store, convert, open_store
@@ -13,7 +14,8 @@ from .model import LinearModel, load_model
 __version__ = "0.1.0"
 
 __all__ = [
-    "convert", "open_store", "train", "LinearSVC", "WestonWatkinsSVC", "load_model", "LinearModel", "Chunk", "Store",
+    "convert", "open_store", "train", "cross_validate", "cross_validate_path", "CVResult",
+    "LinearSVC", "WestonWatkinsSVC", "load_model", "LinearModel", "Chunk", "Store",
     "InMemoryStore", "NotFittedError",
     "StreamSVMError", "FormatError", "StoreError", "StoreNotFoundError", "StoreExistsError",
     "StoreWriteError", "IncompleteStoreError", "InvalidParameterError", "CheckpointError",

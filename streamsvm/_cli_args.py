@@ -20,7 +20,7 @@ QUIET_HELP = ("no progress display (on stderr: a bar on a terminal; redirected t
               "are still printed")
 
 __all__ = ["storage_options", "add_storage", "add_train", "add_param", "class_weight",
-           "solver_args", "path_outputs", "is_stdout", "is_model_file"]
+           "solver_args", "path_outputs", "is_stdout", "is_model_file", "write_models"]
 
 
 def storage_options(pairs) -> dict:
@@ -61,9 +61,10 @@ def add_train(sub) -> None:
                            textwrap.fill(SOLVERS[n].summary, 88, initial_indent=f"  {n:9s}",
                                          subsequent_indent=" " * 11) for n in sorted(SOLVERS)))
     t.add_argument("store", help="store path or URL (from 'streamsvm convert')")
-    t.add_argument("-o", "--output", required=True,
+    t.add_argument("-o", "--output",
                    help="model file to write (JSON; '-': standard output, the summary then "
-                        "goes to standard error); its directory must exist")
+                        "goes to standard error); its directory must exist. Needed unless "
+                        "--cv, where it is optional")
     t.add_argument("--solver", default="auto", choices=["auto", *sorted(SOLVERS)],
                    help="the method (default auto: chosen before the first pass from the "
                         "store's rows, features and row norms, C, the loss, whether the rows "
@@ -77,6 +78,16 @@ def add_train(sub) -> None:
     run.add_argument("--validation", metavar="STORE", help="with --C-path: score every C's "
                      "model on this store or libsvm file and keep the C of the best accuracy "
                      "(the smallest among ties); -o without {C} then writes that model only")
+    run.add_argument("--cv", type=int, metavar="K", help="K-fold cross-validation in shared "
+                     "passes (as LIBLINEAR's -v K): the K fold models train together, each "
+                     "row read once a pass, and every row is scored by the model that held "
+                     "it out (folds from a hash of the row id and --seed); prints each fold's "
+                     "held-out accuracy and metrics and their mean and spread. With --C-path: "
+                     "every C cross-validated and the best mean accuracy's C chosen (the "
+                     "smallest among ties, as LIBLINEAR's -C). With -o: the model at that C, "
+                     "trained on every row, is written too. Every solver but a free "
+                     "intercept (alm's default: give --no-free-bias); on a cluster too "
+                     "(--scheduler), the scoring pass read here")
     run.add_argument("--format", choices=["streamsvm", "liblinear"], default="streamsvm",
                      help="model file format (liblinear: LIBLINEAR's text model)")
     run.add_argument("--json", action="store_true", help="print a JSON summary at the end, "
@@ -187,6 +198,9 @@ def path_outputs(output: str, C_path, validation=None) -> dict:
     """The model file of each C: ``output`` itself, or with a path of C values (``--C-path``)
     ``output`` with ``{C}`` replaced by each value (with ``--validation``, ``output`` alone:
     the chosen C's model)."""
+    if output is None:
+        raise InvalidParameterError("train writes its model to -o FILE: give -o (only --cv K "
+                                    "runs without one)")
     if not C_path or len(C_path) == 1 or (validation and "{C}" not in output):
         return {None: output}
     if "{C}" not in output:
@@ -225,3 +239,23 @@ def is_model_file(path: str, so: dict) -> bool:
     except Exception:           # unreadable: the store path says why, as before
         return False
     return start.startswith((b"{", b"solver_type"))
+
+
+def write_models(models, outputs, args, so) -> None:
+    """Write each model to its output (``--format``); a failure names the output and, with
+    ``--checkpoint``, where the trained model still is."""
+    try:
+        for m, out in zip(models, outputs):
+            if args.format == "liblinear":
+                m.to_liblinear(out, storage_options=so)
+            else:
+                m.save(out, storage_options=so)
+    except BrokenPipeError:
+        raise                   # -o - | head: main() stops quietly
+    except OSError as exc:
+        from ._outputs import _reason
+        from .exceptions import OutputNotWritableError
+        hint = (f"; the final checkpoint under {args.checkpoint} holds the trained model: "
+                f"rerun the same command to write it" if args.checkpoint else "")
+        raise OutputNotWritableError(f"cannot write the model output (-o) {args.output!r}: "
+                                     f"{_reason(exc)}{hint}") from exc

@@ -11,7 +11,7 @@ import sys
 import warnings
 
 from ._cli_args import (QUIET_HELP, add_storage, add_train, is_model_file, is_stdout,
-                        path_outputs, solver_args, storage_options)
+                        path_outputs, solver_args, storage_options, write_models)
 from ._cli_words import cli_words, warning_line
 from .exceptions import InvalidParameterError, StreamSVMError
 
@@ -265,12 +265,14 @@ def _cmd_quickstart(args) -> int:
 
 
 def _cmd_train(args) -> int:
-    import signal
-    import threading
     import time
+    from ._cli_stop import graceful_stop
     from ._outputs import check_writable_file
     from ._train import train
     from .io import STDOUT, open_store
+    if args.cv is not None:
+        from ._cli_cv import cmd_cv
+        return cmd_cv(args)
     so = storage_options(args.storage_option)
     params = solver_args(args)
     # the model's location first: a run that cannot save its model does not start
@@ -279,34 +281,22 @@ def _cmd_train(args) -> int:
     outputs = path_outputs(args.output, params.get("C_path"), args.validation)
     for out in outputs.values():
         check_writable_file(out, what="model output (-o)", storage_options=so)
-    stop = threading.Event()
-
-    def on_signal(signum, frame):
-        if stop.is_set():          # second signal: give up at once
-            raise KeyboardInterrupt
-        stop.set()
-        print(f"\nstreamsvm train: {signal.Signals(signum).name} received: finishing the "
-              f"current iteration and writing a checkpoint", file=sys.stderr)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     t_start = time.perf_counter()
     store = open_store(args.store, storage_options=so)
     try:
-        model, result = train(
-            store, solver=args.solver, memory=args.memory, seed=args.seed,
-            checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-            checkpoint_every_seconds=args.checkpoint_every_seconds, resume=args.resume,
-            overwrite_checkpoint=args.overwrite_checkpoint, init_model=args.init_model,
-            storage_options=so, should_stop=stop.is_set, scratch_dir=args.scratch_dir,
-            readers=args.readers, progress=not args.quiet, scheduler=args.scheduler, **params)
+        with graceful_stop() as stop:
+            model, result = train(
+                store, solver=args.solver, memory=args.memory, seed=args.seed,
+                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                checkpoint_every_seconds=args.checkpoint_every_seconds, resume=args.resume,
+                overwrite_checkpoint=args.overwrite_checkpoint, init_model=args.init_model,
+                storage_options=so, should_stop=stop.is_set, scratch_dir=args.scratch_dir,
+                readers=args.readers, progress=not args.quiet, scheduler=args.scheduler, **params)
     except KeyboardInterrupt:
         where = (f"; the same command continues from its checkpoint in {args.checkpoint}"
                  if args.checkpoint else "")
         print(f"streamsvm train: interrupted{where}", file=sys.stderr)
         return 130
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     models = model if isinstance(model, list) else [model]
     search = None
     if args.validation:
@@ -314,21 +304,7 @@ def _cmd_train(args) -> int:
         best, search = choose_C(models, args.validation, so)
         if len(outputs) == 1:
             models = [models[best]]
-    try:
-        for m, out in zip(models, outputs.values()):
-            if args.format == "liblinear":
-                m.to_liblinear(out, storage_options=so)
-            else:
-                m.save(out, storage_options=so)
-    except BrokenPipeError:
-        raise                   # -o - | head: main() stops quietly
-    except OSError as exc:
-        from ._outputs import _reason
-        from .exceptions import OutputNotWritableError
-        hint = (f"; the final checkpoint under {args.checkpoint} holds the trained model: "
-                f"rerun the same command to write it" if args.checkpoint else "")
-        raise OutputNotWritableError(f"cannot write the model output (-o) {args.output!r}: "
-                                     f"{_reason(exc)}{hint}") from exc
+    write_models(models, outputs.values(), args, so)
     seconds = time.perf_counter() - t_start
     summary = {"solver": models[0].params["solver"], **{  # (--solver auto: why that one)
         k: v for k, v in models[0].summary.items() if k == "chosen_because"},

@@ -56,6 +56,19 @@ def _fit(store, **kw):
         return train(store, **kw)
 
 
+def test_cross_validation_on_a_cluster_is_the_local_one(cluster, a9a_store):
+    """The fold store travels to the workers like a store: newton's map/reduce passes give
+    the local fold models bit for bit."""
+    import streamsvm as ss
+    kw = dict(cv=3, solver="newton", loss="squared_hinge", C=0.5)
+    local = ss.cross_validate(a9a_store[0], **kw)
+    remote = ss.cross_validate(a9a_store[0], scheduler=cluster, **kw)
+    assert remote.result.converged and remote.passes == local.passes
+    for a, b in zip(local.models, remote.models):
+        np.testing.assert_array_equal(a.coef, b.coef)
+    assert [f["accuracy"] for f in remote.folds] == [f["accuracy"] for f in local.folds]
+
+
 def test_a_cluster_backend_declares_itself_and_sends_no_blocks_here(cluster, a9a_store):
     from streamsvm.schedule import PassScheduler
     local = PassScheduler(a9a_store[0], memory="64MB")

@@ -18,6 +18,8 @@ subcommand          measures                                                    
 ``avsf``            avsf's chunk order, hot cache and lazy reading out of core      ``avsf``
 ``ww``              ww against a C++ reference and LIBLINEAR -s 4 / -s 3            ``ww``
 ``walrus``          Walrus's cost against k                                         ``walrus``
+``matrix``          every solver × data set × C × loss, in RAM and streamed         ``matrix``
+``cv``              ``--cv K`` against one run and K separate runs; C search        ``cv``
 ==================  ==============================================================  ===================
 
 What they share: one timed-run helper (:mod:`._timed`: in-process fits with repeats, and
