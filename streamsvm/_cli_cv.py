@@ -100,6 +100,9 @@ def _text(results, best, Cs, summary) -> list:
             lines.append(f"C={C:g}: cv accuracy {rs['accuracy_mean']:.4f} ± "
                          f"{rs['accuracy_std']:.4f}{' (chosen)' if res is r else ''}")
     for f in s["folds"]:
+        if not f["rows"]:
+            lines.append(f"fold {f['fold'] + 1}: no held-out rows (too few rows for the folds)")
+            continue
         bal = f["balanced_accuracy"]
         lines.append(f"fold {f['fold'] + 1}: {f['rows']:,} held-out rows, accuracy "
                      f"{f['accuracy']:.4f}" + (f", balanced accuracy {bal:.4f}" if bal is not None

@@ -19,8 +19,10 @@ models' objectives are alike. (The joint problem at ``tol`` itself left bounds n
 instead of 50.) The first-order solvers (nesvm, alm) pay for that tolerance: ``python
 tools/bench.py cv --search`` (BENCHMARKS.md, "Cross-validation") measures every solver.
 
-Every solver trains this way, with one exception: a free (unregularized) intercept, alm's
-default, cannot be split by fold (``free_bias=False`` gives alm LIBLINEAR's regularized bias).
+Every solver trains this way, with two exceptions where a model's bias is not a feature like
+the others: a free (unregularized) intercept, alm's default (``free_bias=False`` gives alm
+LIBLINEAR's regularized bias), and newton's ``l1`` with a bias (the bias stays out of its ℓ1
+term; ``bias=0``).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class CVResult:
         return float(self.result.passes) + 1.0
 
     def summary(self) -> dict:
-        acc = np.array([f["accuracy"] for f in self.folds])
+        acc = np.array([f["accuracy"] for f in self.folds if f["rows"]])
         bal = [f["balanced_accuracy"] for f in self.folds if f["balanced_accuracy"] is not None]
         out = {"cv": len(self.folds), "solver": self.solver, "accuracy": self.accuracy,
                "accuracy_mean": float(acc.mean()), "accuracy_std": float(acc.std()),
@@ -85,6 +87,7 @@ class CVResult:
                "passes": self.passes, "training_passes": float(self.result.passes),
                "converged": bool(self.result.converged), "gap": float(self.result.stop_value),
                "largest_fold_gap_bound": max(f["gap_bound"] for f in self.folds),
+               "empty_folds": sum(1 for f in self.folds if not f["rows"]),
                "folds": self.folds}
         if self.chosen_because:
             out["chosen_because"] = self.chosen_because
@@ -163,13 +166,17 @@ def cross_validate_path(store, cv: int, Cs, *, solver: str = AUTO, seed: int = 0
     ranked, because = [solver], None
     if solver == AUTO:
         from ._auto import choose
-        ranked, because = choose(store, params, memory=run.get("memory", "1GB"), cluster=False)
-        ranked = [s for s in ranked if _free_bias(s, params) is None]
+        ranked, because = choose(store, params, memory=run.get("memory", "1GB"),
+                                 cluster=run.get("scheduler") is not None)
+        why = [_cannot_split(s, params) for s in ranked]
+        if all(why):
+            raise InvalidParameterError(why[0])
+        ranked = [s for s, w in zip(ranked, why) if w is None]
     elif solver not in SOLVERS:
         raise InvalidParameterError(f"The 'solver' parameter must be one of "
                                     f"{sorted([AUTO, *SOLVERS])}. Got {solver!r} instead.")
-    elif _free_bias(solver, params):
-        raise InvalidParameterError(_free_bias(solver, params))
+    elif _cannot_split(solver, params):
+        raise InvalidParameterError(_cannot_split(solver, params))
     for i, name in enumerate(ranked):
         table = SOLVERS[name].param_table()
         bias = float(params.get("bias", table["bias"].default)) if "bias" in table else 0.0
@@ -198,7 +205,7 @@ def cross_validate_path(store, cv: int, Cs, *, solver: str = AUTO, seed: int = 0
         acc = [r.accuracy for r in results]
         best = max(range(len(results)), key=lambda j: (acc[j], -path[j]))
         return results, best
-    raise InvalidParameterError("cv: no solver can train these folds")  # (ranked was empty)
+    raise AssertionError("unreachable: the last ranked solver raises")  # pragma: no cover
 
 
 def _solver_param_names() -> set:
@@ -206,13 +213,17 @@ def _solver_param_names() -> set:
     return {p.name for cls in SOLVERS.values() for p in cls.params}
 
 
-def _free_bias(solver: str, params: dict) -> str | None:
+def _cannot_split(solver: str, params: dict) -> str | None:
     """Why ``solver`` with ``params`` cannot train fold models together, or None."""
     from .solvers import SOLVERS
     table = SOLVERS[solver].param_table()
+    bias = params.get("bias", table["bias"].default) if "bias" in table else 0.0
+    if bias and params.get("l1", 0.0) and "l1" in table:
+        return (f"cv: {solver}'s ℓ1 term leaves the bias out, and the fold models trained "
+                f"together keep the bias as a feature of each model, in it: give bias=0, or "
+                f"l1=0")
     if "free_bias" not in table or not params.get("free_bias", table["free_bias"].default):
         return None
-    bias = params.get("bias", table["bias"].default)
     if not bias:
         return None
     said = "by default " if "free_bias" not in params else ""

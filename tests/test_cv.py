@@ -124,6 +124,9 @@ def test_refusals(a9a):
     assert ss.cross_validate(store, cv=3, solver="alm", free_bias=False, C=0.1).accuracy > 0.8
     with pytest.raises(InvalidParameterError, match="at least 2 folds"):
         ss.cross_validate(store, cv=1)
+    with pytest.raises(InvalidParameterError, match="ℓ1 term leaves the bias out"):
+        ss.cross_validate(store, cv=3, solver="newton", l1=0.1)
+    assert ss.cross_validate(store, cv=3, solver="newton", l1=0.1, bias=0.0, C=0.1).accuracy > 0.7
     with pytest.raises(InvalidParameterError, match="cross_validate_path"):
         ss.cross_validate(store, cv=3, C_path=[0.1, 1])
 
