@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class CVResult:
-    """What :func:`cross_validate` returns.
+    """What :func:`cross_validate` returns (and :func:`cross_validate_path`, one per C).
 
     Attributes
     ----------
@@ -79,6 +79,8 @@ class CVResult:
         return float(self.result.passes) + 1.0
 
     def summary(self) -> dict:
+        """The JSON summary of ``train --cv``: mean and spread of the folds' held-out
+        accuracies, passes, the certificate, every fold's report."""
         acc = np.array([f["accuracy"] for f in self.folds if f["rows"]])
         bal = [f["balanced_accuracy"] for f in self.folds if f["balanced_accuracy"] is not None]
         out = {"cv": len(self.folds), "solver": self.solver, "accuracy": self.accuracy,
