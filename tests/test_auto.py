@@ -137,7 +137,8 @@ def _f(**kw):
     (dict(features=10**6), "avsf"),                                    # wide
     (dict(cluster=True, loss="squared_hinge"), "newton"),
     (dict(cluster=True, loss="squared_hinge", features=10**5), "dcd"),
-    (dict(cluster=True, C=100.0), "dcd"),
+    (dict(cluster=True, C=100.0), "newton"),
+    (dict(cluster=True, C=100.0, features=10**5), "dcd"),
 ])
 def test_the_rules_rank_by_c_r2_loss_classes_memory_and_cluster(kw, first):
     ranked, why = _auto._ranked(_f(**kw))

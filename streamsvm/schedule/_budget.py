@@ -248,11 +248,13 @@ class Budget:
             :meth:`check_budget` accepted, what sizes the RAM slab.
         **kw
             ``ram``, ``disk``, ``disk_fraction``, ``threshold`` of
-            :class:`~streamsvm.schedule._resident.ResidentRows`.
+            :class:`~streamsvm.schedule._resident.ResidentRows` (on a dask cluster a RAM
+            slab only: ``disk=False``).
         """
-        if self.remote:
-            raise InvalidParameterError("resident rows live in the training process: not on "
-                                        "a dask cluster")
+        if self.remote and kw.get("disk", True):
+            raise InvalidParameterError("resident rows on a dask cluster: a RAM slab in the "
+                                        "training process only (disk=False), its rows sent "
+                                        "by the workers at the end of a pass")
         return ResidentRows(self, key, states, extra_row_bytes=self._row_bytes(states, fields),
                             fixed_bytes=self._held, **kw)
 

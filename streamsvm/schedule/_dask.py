@@ -13,6 +13,13 @@ visited blocks; the worker
   adding into its groups' run accumulators, folds them along the reduction tree as far as
   its own groups allow, and returns those subtrees with the per-block partials.
 
+The worker's side is ``_dask_worker.py``. A pass with resident rows (newton's polish
+and cg) counts each block's kept rows on its worker after the kernel and sends those the
+training process collects into its RAM slab (the only slab on a cluster); their per-row
+states are fetched and written back by row id (:meth:`DaskBackend.take_rows`,
+:meth:`DaskBackend.put_rows`), and a resume reads them again on the workers
+(:meth:`DaskBackend.store_rows`).
+
 The client completes the tree and folds the per-block partials by rank, as the local
 backend does: a map/reduce pass gives bit-for-bit the numbers of the local backend, on any
 number of workers. A fused pass (``fuse=True``: each worker's blocks as one, for CoCoA+)
@@ -27,9 +34,7 @@ resumes from its last snapshot of the run, per-row state included (``solvers/_dr
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import time
 import uuid
 
 import numpy as np
@@ -37,8 +42,8 @@ import numpy as np
 from ..exceptions import InvalidParameterError, WorkerLostError
 from ._backend import Backend
 from ._cache import BlockCache
-from ._reduce import GroupRuns
-from ._state import flagged_rows
+from ._dask_worker import (worker_drop, worker_get_state, worker_pass, worker_put_rows,
+                           worker_set_state, worker_store_rows, worker_take_rows)
 
 __all__ = ["DaskBackend", "connect"]
 
@@ -200,36 +205,44 @@ class DaskBackend(Backend):
 
     # -- passes ----------------------------------------------------------------------------
     def map_ids(self, kernel, ids, ranks, sweep: int, states, args, specs: dict,
-                fuse: bool = False, visits: str | None = None):
+                fuse: bool = False, visits: str | None = None, keep=None):
         """Run ``kernel`` on the blocks ``ids`` (visiting order, ``ranks`` their fold ranks)
         on their owners; returns, worker by worker in block order, ``(complete subtrees of
         run arrays, fused run arrays, {rank: per-block partials})``
         (:meth:`PassScheduler.map_reduce`), and the rows visited. ``fuse``: each worker
         hands the kernel its blocks as one (their rows concatenated, state written back
         after). ``visits``: the state whose flagged rows are the visits of a block in a
-        worker's cache (:meth:`PassScheduler.map_reduce`)."""
+        worker's cache (:meth:`PassScheduler.map_reduce`). ``keep``: ``(state, threshold,
+        ship, unit)``, each block's rows whose ``state`` reaches ``threshold`` counted after
+        the kernel (and shipped here when ``ship``: resident rows collected from the
+        workers), returned as ``{position: (block, rows, nnz, (ids, y, X) or None)}``
+        last."""
         by_worker: dict = {}
         for position, (b, rank) in enumerate(zip(ids.tolist(), ranks.tolist())):
             by_worker.setdefault(int(self.owner[b]), []).append((b, rank, position))
         st = tuple((s.name,) + self.specs[s.name] for s in states)
         vst = None if visits is None else (visits,) + self.specs[visits]
-        futures = {w: self._submit(_worker_pass, w, self.key, self.store, self.layout,
+        if keep is not None:
+            keep = ((keep[0],) + self.specs[keep[0]],) + tuple(keep[1:])
+        futures = {w: self._submit(worker_pass, w, self.key, self.store, self.layout,
                                    self.memory, ids, mine, sweep, kernel, args, specs, st,
-                                   fuse, vst)
+                                   fuse, vst, keep)
                    for w, mine in by_worker.items()}
         results = self._gather(futures)
         order = sorted(results, key=lambda w: min(v[0] for v in by_worker[w]))
         parts = []
         visited = 0
+        kept: dict = {}
         for w in order:
             nodes, run, per_block, stats = results[w]
             visited += stats["visits"]
+            kept.update(stats["kept"])
             parts.append((nodes, run, per_block))
             self.store_reads += stats["store_reads"]
             self.cache_hits += stats["cache_hits"]
             self.bytes_read += stats["bytes_read"]
             self.kernel_seconds += stats["kernel_seconds"]
-        return parts, visited
+        return parts, visited, kept
 
     # -- blocks in this process: none --------------------------------------------------
     def iter_blocks(self, ids, source=None):
@@ -249,7 +262,7 @@ class DaskBackend(Backend):
         """The whole state, its blocks collected from their owners (unset blocks: fill)."""
         dt, width, fill = self.specs[name]
         out = np.full(shape, fill, dtype=dtype)
-        futures = {w: self._submit(_worker_get_state, w, self.key, name)
+        futures = {w: self._submit(worker_get_state, w, self.key, name)
                    for w in range(len(self.workers))}
         for parts in self._gather(futures).values():
             for b, arr in parts.items():
@@ -263,19 +276,64 @@ class DaskBackend(Backend):
         for w in range(len(self.workers)):
             mine = {int(b): np.array(values[lay.start[b]:lay.stop[b]])
                     for b in np.flatnonzero(self.owner == w)}
-            futures[w] = self._submit(_worker_set_state, w, self.key, name, mine)
+            futures[w] = self._submit(worker_set_state, w, self.key, name, mine)
         self._gather(futures)
+
+    def _by_owner(self, ids: np.ndarray) -> dict:
+        """``{worker: {block: (positions in ids, local rows)}}`` of the global rows ``ids``."""
+        lay = self.layout
+        blocks = np.searchsorted(lay.start, ids, side="right") - 1
+        out: dict = {}
+        for b in np.unique(blocks).tolist():
+            at = np.flatnonzero(blocks == b)
+            out.setdefault(int(self.owner[b]), {})[b] = (at, ids[at] - lay.start[b])
+        return out
+
+    def take_rows(self, name: str, ids: np.ndarray, dtype) -> np.ndarray:
+        """The rows ``ids`` of state ``name``, fetched from their owners (one task per
+        worker holding some)."""
+        dt, width, fill = self.specs[name]
+        out = np.empty((len(ids),) if width is None else (len(ids), width), dtype=dtype)
+        where = self._by_owner(ids)
+        futures = {w: self._submit(worker_take_rows, w, self.key, (name, dt, width, fill),
+                                   {b: (int(self.layout.sizes[b]), r)
+                                    for b, (_, r) in mine.items()})
+                   for w, mine in where.items()}
+        for w, parts in self._gather(futures).items():
+            for b, values in parts.items():
+                out[where[w][b][0]] = values
+        return out
+
+    def store_rows(self, ids: np.ndarray, unit: bool) -> list:
+        """``[(positions in ids, y, X)]``: the rows ``ids``, read from the store by the
+        workers that own their blocks (``_slabs.rows_from_store``: a resume rebuilding a
+        RAM slab in the training process)."""
+        where = self._by_owner(ids)
+        futures = {w: self._submit(worker_store_rows, w, self.key, self.store, self.layout,
+                                   self.memory, mine, unit)
+                   for w, mine in where.items()}
+        return [piece for w in sorted(where) for piece in self._gather(futures)[w]] \
+            if futures else []
+
+    def put_rows(self, name: str, ids: np.ndarray, values: np.ndarray) -> None:
+        """Write ``values`` into the rows ``ids`` of state ``name``, on their owners."""
+        dt, width, fill = self.specs[name]
+        where = self._by_owner(ids)
+        self._gather({w: self._submit(worker_put_rows, w, self.key, (name, dt, width, fill),
+                                      {b: (int(self.layout.sizes[b]), r, values[at])
+                                       for b, (at, r) in mine.items()})
+                      for w, mine in where.items()})
 
     def fill_state(self, name: str, value) -> None:
         dt, width, _ = self.specs[name]
         self.specs[name] = (dt, width, value)
-        self._gather({w: self._submit(_worker_drop, w, self.key, name)
+        self._gather({w: self._submit(worker_drop, w, self.key, name)
                       for w in range(len(self.workers))})
 
     def drop_state(self, name: str) -> None:
         self.specs.pop(name, None)
         try:
-            self._gather({w: self._submit(_worker_drop, w, self.key, name)
+            self._gather({w: self._submit(worker_drop, w, self.key, name)
                           for w in range(len(self.workers))})
         except WorkerLostError:
             pass
@@ -283,7 +341,7 @@ class DaskBackend(Backend):
     def close(self) -> None:
         try:
             alive = set(self.alive())
-            futures = {w: self._submit(_worker_drop, w, self.key, None)
+            futures = {w: self._submit(worker_drop, w, self.key, None)
                        for w in range(len(self.workers)) if self.workers[w] in alive}
             self._gather(futures)
         except Exception as exc:        # the run's result stands; say what was left behind
@@ -291,125 +349,3 @@ class DaskBackend(Backend):
                         self.key, exc)
         if self.owned:
             self.client.close()
-
-
-# -- the worker's side ---------------------------------------------------------------------
-
-_CONTEXTS: dict = {}        # run key -> _Context, in each worker process
-
-
-@dataclasses.dataclass
-class _Context:
-    backend: object                                   # a LocalBackend over the store
-    states: dict = dataclasses.field(default_factory=dict)   # name -> {block: array}
-
-
-def _context(key, store, layout, memory) -> _Context:
-    ctx = _CONTEXTS.setdefault(key, _Context(None))
-    if ctx.backend is None:
-        from ._local import LocalBackend
-        ctx.backend = LocalBackend(store, layout, prefetch=2, readers=1, cache_bytes=0)
-    held = sum(a.nbytes for blocks in ctx.states.values() for a in blocks.values())
-    ctx.backend.cache.resize(max(0, int(0.75 * memory) - held))
-    return ctx
-
-
-def _state_view(ctx, spec, block):
-    name, dtype, width, fill = spec
-    blocks = ctx.states.setdefault(name, {})
-    arr = blocks.get(block.id)
-    if arr is None:
-        shape = (block.n_rows,) if width is None else (block.n_rows, width)
-        arr = blocks[block.id] = np.full(shape, fill, dtype=np.dtype(dtype))
-    return arr
-
-
-def _fused(blocks, views_of):
-    """The blocks as one (rows concatenated in order), with their states' rows."""
-    from ._blocks import Block
-    lens = np.concatenate([[0]] + [np.diff(b.indptr) for b in blocks])
-    first = blocks[0]
-    one = Block(first.id, first.row_start, np.cumsum(lens).astype(first.indptr.dtype),
-                np.concatenate([b.indices for b in blocks]),
-                np.concatenate([b.data for b in blocks]),
-                np.concatenate([b.y for b in blocks]), chunk=first.chunk)
-    per = [views_of(b) for b in blocks]
-    views = tuple(np.concatenate([v[j] for v in per]) for j in range(len(per[0])))
-    return one, views, per
-
-
-def _worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args, specs,
-                 states, fuse=False, visit_state=None):
-    """One worker's share of a pass (module doc): ``(complete subtrees of run arrays,
-    fused run arrays, {rank: per-block accumulators}, counters)``; ``all_ids`` are the
-    whole pass's visits (which groups the tree waits for); ``visit_state``: the spec of
-    the state whose flagged rows are a cached block's visits."""
-    ctx = _context(key, store, layout, memory)
-    be = ctx.backend
-
-    def rows_visited(blk) -> int:           # (after the block is read: cached or not)
-        if visit_state is None or blk.id not in be.cache:
-            return int(blk.n_rows)
-        return flagged_rows(_state_view(ctx, visit_state, blk))
-    n_visited = 0
-    before = (be.store_reads, be.cache_hits, be.bytes_read)
-    run_specs = {k: s for k, s in specs.items() if not s.per_block}
-    runs = None if fuse else GroupRuns(run_specs, all_ids, layout.groups)
-    run = {k: s.new() for k, s in run_specs.items()} if fuse else None
-    per_block = {}
-    ids = [b for b, _, _ in visits]
-    t_kernel = 0.0
-    if fuse:
-        blocks = list(be.iter_blocks(ids))
-        b0, rank0, pos0 = visits[0]
-        n_visited = sum(rows_visited(blk) for blk in blocks)
-        one, views, per = _fused(blocks, lambda blk: tuple(_state_view(ctx, s, blk)
-                                                           for s in states))
-        one = dataclasses.replace(one, sweep=sweep, position=pos0, rank=rank0)
-        t0 = time.perf_counter()
-        kernel(one, views, args, run)
-        t_kernel += time.perf_counter() - t0
-        start = 0
-        for blk, vs in zip(blocks, per):            # the states' rows written back
-            for j, v in enumerate(vs):
-                v[...] = views[j][start:start + blk.n_rows]
-            start += blk.n_rows
-    else:
-        for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
-            block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
-            n_visited += rows_visited(block)
-            views = tuple(_state_view(ctx, s, block) for s in states)
-            acc = dict(runs.arrays(b))
-            acc.update({k: s.new() for k, s in specs.items() if s.per_block})
-            t0 = time.perf_counter()
-            kernel(block, views, args, acc)
-            t_kernel += time.perf_counter() - t0
-            runs.done(b)
-            per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
-    stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
-             "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel,
-             "visits": n_visited}
-    return ({} if fuse else runs.nodes()), run, per_block, stats
-
-
-def _worker_get_state(key, name):
-    ctx = _CONTEXTS.get(key)
-    return dict(ctx.states.get(name, {})) if ctx is not None else {}
-
-
-def _worker_set_state(key, name, blocks):
-    ctx = _CONTEXTS.get(key)
-    if ctx is None:
-        ctx = _CONTEXTS[key] = _Context(None)
-    ctx.states[name] = dict(blocks)
-
-
-def _worker_drop(key, name):
-    """Forget state ``name`` of run ``key`` (every state and the cache when None)."""
-    ctx = _CONTEXTS.get(key)
-    if ctx is None:
-        return
-    if name is None:
-        del _CONTEXTS[key]
-    else:
-        ctx.states.pop(name, None)

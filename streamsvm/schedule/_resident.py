@@ -200,6 +200,17 @@ class ResidentRows:
         if collector is not None:
             collector.add(block, keep, nnz)
 
+    def after_remote_block(self, block: int, rows: int, nnz: int, part, collector) -> None:
+        """:meth:`after_block` of a block a dask worker swept: its kept ``rows`` and their
+        ``nnz`` entries counted there, ``part`` = ``(ids, y, X)`` of those rows when the
+        sweep collects them."""
+        self.block_rows[block] = rows
+        self.block_bytes[block] = nnz * self.row_bytes
+        if collector is not None and part is not None:
+            ids, y, (indptr, indices, data) = part
+            collector.add(SlabBlock(block, 0, indptr, indices, data, y, ids=ids),
+                          np.ones(rows, dtype=bool), nnz)
+
     def finish(self, collector, install: bool = True) -> None:
         """Install what a sweep collected (or drop it: ``install=False``)."""
         self.collect_to = None

@@ -21,8 +21,8 @@ import numpy as np
 from ..io import Chunk
 from ..kernels import csr_take_rows, take_rows
 
-__all__ = ["DiskRows", "DiskWriter", "RamCollector", "RamRows", "SlabBlock", "row_ids",
-           "rows_from_store"]
+__all__ = ["DiskRows", "DiskWriter", "RamCollector", "RamRows", "SlabBlock", "block_rows",
+           "row_ids", "rows_from_store"]
 
 _PARTS = ("rows", "lens", "y", "indices", "data")
 
@@ -176,7 +176,7 @@ class RamRows:
         pages unmapped after: the rows are scattered over its whole file)."""
         self._local = {}
         for st in states:
-            self._local[st.name] = np.ascontiguousarray(st.values[self.ids])
+            self._local[st.name] = st.take(self.ids)
             st.drop_rows(0, st.shape[0])
 
     def write_back(self, states, slots=None) -> None:
@@ -185,7 +185,7 @@ class RamRows:
         ids = self.ids if slots is None else self.ids[slots]
         for st in states:
             v = self._local[st.name][:self.n_rows]
-            st.values[ids] = v if slots is None else v[slots]
+            st.put(ids, v if slots is None else v[slots])
             st.drop_rows(0, st.shape[0])        # (as in gather)
 
 
@@ -407,29 +407,48 @@ class DiskRows:
 
 def rows_from_store(sched, ids: np.ndarray, unit: bool):
     """Rows ``ids`` (in that order) read again from the store, outside any sweep (no pass
-    counted): ``(y, (indptr, indices, data))``, ``data`` empty for a store of unit values."""
-    order = np.argsort(ids, kind="stable")
-    srt = ids[order]
-    ys, Xs, pos = [], [], []
-    for blk in sched.read_blocks(range(sched.n_blocks)):
-        sched.poll_interrupt()
-        lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
-        if lo == hi:
-            continue
-        data = blk.data[:0] if unit else blk.data
-        y, X = take_rows(srt[lo:hi] - blk.row_start, blk.y, (blk.indptr, blk.indices, data))
-        ys.append(y), Xs.append(X), pos.append(order[lo:hi])
-    back = np.argsort(np.concatenate(pos), kind="stable")   # sorted order → ids order
-    lens = np.concatenate([np.diff(X[0]) for X in Xs])
+    counted): ``(y, (indptr, indices, data))``, ``data`` empty for a store of unit values.
+    On a dask cluster the workers read their blocks and send these rows."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if sched.remote:
+        pieces = sched._backend.store_rows(ids, unit)
+    else:
+        pieces = _store_rows(sched, ids, unit)
+    if not pieces:
+        return np.zeros(0, np.float32), (np.zeros(1, np.int64), np.zeros(0, np.int32),
+                                          np.empty(0, sched.store.dtype))
+    pos = np.concatenate([p for p, _, _ in pieces])
+    back = np.argsort(pos, kind="stable")               # pieces' order → ids order
+    lens = np.concatenate([np.diff(X[0]) for _, _, X in pieces])
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
     take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[back], lens[back])]) \
         if len(lens) else np.zeros(0, np.int64)
     indptr = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(lens[back], out=indptr[1:])
-    indices = np.concatenate([X[1] for X in Xs])[take]
+    indices = np.concatenate([X[1] for _, _, X in pieces])[take]
     data = np.empty(0, sched.store.dtype) if unit else \
-        np.concatenate([X[2] for X in Xs])[take]
-    return np.concatenate(ys)[back], (indptr, indices, data)
+        np.concatenate([X[2] for _, _, X in pieces])[take]
+    return np.concatenate([y for _, y, _ in pieces])[back], (indptr, indices, data)
+
+
+def _store_rows(sched, ids, unit) -> list:
+    """``[(positions in ids, y, X)]``: the rows ``ids`` of each store block holding some."""
+    order = np.argsort(ids, kind="stable")
+    srt = ids[order]
+    pieces = []
+    for blk in sched.read_blocks(range(sched.n_blocks)):
+        sched.poll_interrupt()
+        lo, hi = np.searchsorted(srt, [blk.row_start, blk.row_start + blk.n_rows])
+        if lo == hi:
+            continue
+        pieces.append((order[lo:hi], *block_rows(blk, srt[lo:hi] - blk.row_start, unit)))
+    return pieces
+
+
+def block_rows(blk, rows, unit: bool):
+    """``(y, X)`` of the local rows ``rows`` of a store block (``data`` empty when
+    ``unit``)."""
+    return take_rows(rows, blk.y, (blk.indptr, blk.indices, blk.data[:0] if unit else blk.data))
 
 
 def _remove(path):

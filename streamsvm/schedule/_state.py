@@ -223,6 +223,14 @@ class RowState:
         """A copy of the whole state, shape ``self.shape`` (for checkpoints)."""
         return np.array(self._data(), copy=True)
 
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        """A copy of the rows ``ids`` (global row ids): a RAM slab's local copies."""
+        return np.ascontiguousarray(self._data()[ids])
+
+    def put(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """Write ``values`` into the rows ``ids`` (a RAM slab's local copies back)."""
+        self._data()[ids] = values
+
     def load_array(self, array) -> None:
         """Overwrite the whole state from ``array`` of shape ``self.shape`` (from a checkpoint)."""
         array, data = self._checked(array), self._data()
@@ -302,7 +310,8 @@ class RowState:
 class RemoteRowState(RowState):
     """A per-row state whose blocks live with the dask workers that own them
     (``_dask.py``): nothing in this process. Whole-state access gathers or scatters it
-    (checkpoints); a block's view exists only on its worker.
+    (checkpoints), :meth:`take` and :meth:`put` fetch and write some rows (a RAM slab's
+    local copies); a block's view exists only on its worker.
     """
 
     def __init__(self, name: str, shape: tuple, dtype, fill, backend):
@@ -343,6 +352,13 @@ class RemoteRowState(RowState):
     def load_array(self, array) -> None:
         self._backend.scatter_state(self.name,
                                     self._checked(array).astype(self.dtype, copy=False))
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        return self._backend.take_rows(self.name, np.asarray(ids, np.int64), self.dtype)
+
+    def put(self, ids: np.ndarray, values: np.ndarray) -> None:
+        self._backend.put_rows(self.name, np.asarray(ids, np.int64),
+                               np.asarray(values).astype(self.dtype, copy=False))
 
     def drop_pages(self, block) -> None:
         pass

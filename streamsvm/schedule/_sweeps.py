@@ -190,10 +190,12 @@ class Sweeps:
                            fuse=False, visits=None) -> dict:
         """:meth:`map_reduce` on the dask workers (``_dask.py``): the same kernel, the
         workers' complete subtrees of run arrays merged along the pairwise tree (fused:
-        their run arrays added in block order), per-block partials by rank."""
-        if rows is not None:
-            raise InvalidParameterError("resident rows live in the training process: not on "
-                                        "a dask cluster")
+        their run arrays added in block order), per-block partials by rank. ``rows``:
+        the workers count each block's kept rows after the kernel and send those the
+        resident rows collect (into a RAM slab here, charged to this process's budget)."""
+        if rows is not None and (fuse or rows.collect_to == "disk"):
+            raise InvalidParameterError("resident rows on a dask cluster: a RAM slab in the "
+                                        "training process, from an unfused pass")
         ids, sweep = self._plan(order, active)
         folder = Folder(acc, ids, self._layout.groups, fuse)
         ranks = visit_ranks(ids)
@@ -201,9 +203,12 @@ class Sweeps:
         if fuse and any(s.per_block for s in folder.specs.values()):
             raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
         k0 = self._backend.kernel_seconds
-        parts, visited = self._backend.map_ids(kernel, ids, ranks, sweep, tuple(states), args,
-                                               folder.specs, fuse,
-                                               None if visits is None else visits.name)
+        collector = rows.collector() if rows is not None else None
+        keep = None if rows is None else (rows.key.name, rows.threshold,
+                                          collector is not None, rows.unit)
+        parts, visited, kept = self._backend.map_ids(
+            kernel, ids, ranks, sweep, tuple(states), args, folder.specs, fuse,
+            None if visits is None else visits.name, keep)
         self.wait_seconds += time.perf_counter() - t0
         self.kernel_seconds += self._backend.kernel_seconds - k0     # (the workers' sum)
         for nodes, run, blocks in parts:
@@ -215,7 +220,10 @@ class Sweeps:
                 folder.fold_block(rank, blocks[rank])
         self.rows_visited += visited
         self.blocks_visited += len(ids)
-        self._pending_collect = None
+        if rows is not None:                    # in visiting order, as a local pass
+            for position in sorted(kept):
+                rows.after_remote_block(*kept[position], collector)
+        self._pending_collect = (rows, collector) if rows is not None else None
         return folder.result()
 
     def finish_collect(self, install: bool = True) -> None:

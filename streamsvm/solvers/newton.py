@@ -128,6 +128,10 @@ class NewtonSolver(NewtonSteps, Solver):
     summary = ("Newton's method on the smoothed hinge (continuation, certified by an exact "
                "dual polish over resident rows) or the squared hinge, with an optional l1 "
                "term and its active set: about one pass per Newton step")
+    # on a dask cluster every pass is a map_reduce; the workers send the rows the polish
+    # and cg keep (near the margin, with curvature) into the RAM slab here, where the
+    # polish and cg's Hessian-vector products run
+    not_distributed = None
     params = (
         C_PARAM,
         Param("loss", "choice", "squared_hinge", "squared_hinge (LIBLINEAR -s 2's problem) or "
@@ -176,19 +180,6 @@ class NewtonSolver(NewtonSteps, Solver):
         if self.hessian != "auto":
             return self.hessian == "cg"
         return self.l1 == 0 and n_features + 1 > self.max_dense
-
-    def check_distributed(self, store) -> None:
-        """On a dask cluster: the dense-Hessian path without the polish (its resident rows
-        and the hinge polish's dual CD live in the training process)."""
-        if self._uses_cg(store.n_features):
-            raise InvalidParameterError(
-                f"newton cannot train on a dask cluster with the Hessian-free path (hessian="
-                f"{self.hessian!r}, {store.n_features} features): its rows with curvature are "
-                f"kept in the training process; use alm or nesvm there")
-        if self.loss == "hinge" and self.polish and not self.free_bias:
-            raise InvalidParameterError(
-                "newton (hinge) cannot train on a dask cluster with its polish (a dual over rows "
-                "kept in the training process): give --no-polish (polish=False) or use dcd")
 
     def check_store(self, store) -> None:
         if self.free_bias and not self.bias:

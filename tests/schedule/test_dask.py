@@ -92,6 +92,10 @@ def test_a_cluster_backend_declares_itself_and_sends_no_blocks_here(cluster, a9a
     dict(solver="nesvm"),
     dict(solver="newton", loss="squared_hinge"),
     dict(solver="newton", loss="hinge", free_bias=True),
+    dict(solver="newton", loss="hinge"),
+    dict(solver="newton", loss="hinge", memory="6MB"),
+    dict(solver="newton", loss="hinge", hessian="cg"),
+    dict(solver="newton", loss="squared_hinge", hessian="cg"),
 ])
 def test_same_weights_as_the_local_backend(cluster, a9a_store, params):
     """The same passes, objective and weights, bit for bit: every map/reduce pass folds its
@@ -118,22 +122,63 @@ def test_runs_are_repeatable_on_the_cluster(cluster, a9a_store):
 
 def test_what_cannot_run_there_is_refused_before_the_first_pass(cluster, a9a_store):
     store, X, y = a9a_store
-    with pytest.raises(InvalidParameterError, match="polish=False"):
-        train(store, solver="newton", loss="hinge", scheduler=cluster)
-    with pytest.raises(InvalidParameterError, match="Hessian-free"):
-        train(store, solver="newton", hessian="cg", scheduler=cluster)
     with pytest.raises(InvalidParameterError, match="store path or URL"):
         train(InMemoryStore(X, y), solver="alm", scheduler=cluster)
     with pytest.raises(InvalidParameterError, match="'scheduler'"):
         train(store, solver="alm", scheduler=42)
 
 
-def test_checkpoint_and_resume_on_the_cluster(cluster, a9a_store, tmp_path):
-    """The workers' per-row state (alm's λ and e) is gathered into checkpoints and
-    scattered back on resume: the resumed run ends where the uninterrupted one does."""
+@pytest.mark.parametrize("params", [dict(solver="alm", inner="cg", max_passes=60),
+                                    dict(solver="newton", loss="hinge"),
+                                    dict(solver="newton", loss="hinge", hessian="cg")])
+def test_checkpoint_and_resume_on_the_cluster(cluster, a9a_store, tmp_path, params):
+    """The workers' per-row state (alm's λ and e; newton's margin flags and the polish's
+    duals, written back to the workers after each polish; cg's rows with curvature, kept
+    in RAM here between steps and read again by the workers on resume) is gathered into
+    checkpoints and scattered back on resume: the resumed run ends where the uninterrupted
+    one does."""
     store = a9a_store[0]
-    check_kill_and_resume(lambda **kw: _fit(store, solver="alm", inner="cg", max_passes=60,
-                                            scheduler=cluster, **kw), tmp_path, stops=(4,))
+    check_kill_and_resume(lambda **kw: _fit(store, scheduler=cluster, **params, **kw),
+                          tmp_path, stops=(4,))
+
+
+def test_newton_polish_on_the_cluster_takes_its_rows_from_the_workers(cluster, a9a_store):
+    """The hinge polish runs in the training process over the rows near the margin that
+    the workers send at the end of a pass: certified, and its duals (the next polish's
+    warm start) live on the workers between passes."""
+    from streamsvm.schedule import PassScheduler
+    store = a9a_store[0]
+    model, r = _fit(store, solver="newton", loss="hinge", scheduler=cluster)
+    assert r.converged and r.passes <= 12
+    assert max(h["polish_band"] for h in r.history) == 0.5
+    assert sum(h["polish_passes"] for h in r.history) > 0
+    sched = PassScheduler(store, memory="64MB", scheduler=cluster)
+    try:
+        key = sched.state("k", np.uint8)
+        a = sched.state("a", np.float32, fill=np.nan)
+        ids = np.array([0, 5, 300, 2999, 1000], dtype=np.int64)
+        a.put(ids, np.arange(5, dtype=np.float32))
+        np.testing.assert_array_equal(a.take(ids[::-1]), np.arange(5)[::-1])
+        whole = a.to_array()
+        assert np.isnan(np.delete(whole, ids)).all() and (whole[ids] == np.arange(5)).all()
+        key.put(ids[:2], np.array([1, 1], np.uint8))
+        rows = sched.resident_rows(key, (a,), disk=False)
+        rows.collect_to = "ram"
+        sched.map_reduce(_noop, rows=rows, states=(key,))
+        sched.finish_collect()
+        assert rows.where == "ram" and rows.ram.ids.tolist() == [0, 5]
+        np.testing.assert_array_equal(rows.ram.local["a"], [0, 1])
+        rows.ram.local["a"][:] = [7, 8]
+        rows.leave_ram()
+        assert a.take(ids[:2]).tolist() == [7, 8]
+        with pytest.raises(InvalidParameterError, match="RAM slab in the training process"):
+            sched.resident_rows(key, (a,))
+    finally:
+        sched.close()
+
+
+def _noop(block, views, args, acc):
+    pass
 
 
 @contextlib.contextmanager
@@ -159,15 +204,19 @@ def _cluster_losing_a_worker(after: int):
         cl.close()
 
 
-def test_a_worker_killed_during_a_pass(a9a_store, caplog):
+@pytest.mark.parametrize("params, after", [(dict(solver="alm"), 15),
+                                           (dict(solver="newton", hessian="cg"), 12)])
+def test_a_worker_killed_during_a_pass(a9a_store, caplog, params, after):
     """A worker process killed while the run is going: the pass fails, the run resumes from
-    its last snapshot on the worker(s) left, says so, and ends with the right model."""
+    its last snapshot on the worker(s) left, says so, and ends with the right model (newton
+    cg: its rows with curvature, in RAM here at the snapshot, read again by the workers
+    left)."""
     store = a9a_store[0]
-    ref, ref_res = _fit(store, solver="alm", loss="hinge", max_passes=200)
-    with _cluster_losing_a_worker(15) as (client, kill_soon), \
+    ref, ref_res = _fit(store, loss="hinge", max_passes=200, **params)
+    with _cluster_losing_a_worker(after) as (client, kill_soon), \
             caplog.at_level("WARNING", logger="streamsvm.solvers._driver"):
-        model, res = _fit(store, solver="alm", loss="hinge", max_passes=200,
-                          scheduler=client, callback=kill_soon)
+        model, res = _fit(store, loss="hinge", max_passes=200, scheduler=client,
+                          callback=kill_soon, **params)
     assert any("left during a pass" in r.message for r in caplog.records)
     assert res.converged == ref_res.converged and res.passes == ref_res.passes
     assert res.primal == ref_res.primal              # bit for bit, on one worker too

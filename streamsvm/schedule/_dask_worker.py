@@ -1,0 +1,183 @@
+"""The worker's side of the dask backend (``_dask.py``): what runs in each worker
+process — its share of a pass, the per-row state of the blocks it owns, and the rows it
+sends to the training process (resident rows collected in a pass, rows read again on a
+resume, a RAM slab's local state copies fetched and written back)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from ._reduce import GroupRuns
+from ._state import flagged_rows
+
+__all__ = ["worker_drop", "worker_get_state", "worker_pass", "worker_put_rows",
+           "worker_set_state", "worker_store_rows", "worker_take_rows"]
+
+_CONTEXTS: dict = {}        # run key -> _Context, in each worker process
+
+
+@dataclasses.dataclass
+class _Context:
+    backend: object                                   # a LocalBackend over the store
+    states: dict = dataclasses.field(default_factory=dict)   # name -> {block: array}
+
+
+def _context(key, store, layout, memory) -> _Context:
+    ctx = _CONTEXTS.setdefault(key, _Context(None))
+    if ctx.backend is None:
+        from ._local import LocalBackend
+        ctx.backend = LocalBackend(store, layout, prefetch=2, readers=1, cache_bytes=0)
+    held = sum(a.nbytes for blocks in ctx.states.values() for a in blocks.values())
+    ctx.backend.cache.resize(max(0, int(0.75 * memory) - held))
+    return ctx
+
+
+def _block_state(ctx, spec, block: int, n_rows: int) -> np.ndarray:
+    """Block ``block``'s rows of state ``spec`` on this worker (created at its fill)."""
+    name, dtype, width, fill = spec
+    blocks = ctx.states.setdefault(name, {})
+    arr = blocks.get(block)
+    if arr is None:
+        shape = (n_rows,) if width is None else (n_rows, width)
+        arr = blocks[block] = np.full(shape, fill, dtype=np.dtype(dtype))
+    return arr
+
+
+def _state_view(ctx, spec, block):
+    return _block_state(ctx, spec, block.id, block.n_rows)
+
+
+def _fused(blocks, views_of):
+    """The blocks as one (rows concatenated in order), with their states' rows."""
+    from ._blocks import Block
+    lens = np.concatenate([[0]] + [np.diff(b.indptr) for b in blocks])
+    first = blocks[0]
+    one = Block(first.id, first.row_start, np.cumsum(lens).astype(first.indptr.dtype),
+                np.concatenate([b.indices for b in blocks]),
+                np.concatenate([b.data for b in blocks]),
+                np.concatenate([b.y for b in blocks]), chunk=first.chunk)
+    per = [views_of(b) for b in blocks]
+    views = tuple(np.concatenate([v[j] for v in per]) for j in range(len(per[0])))
+    return one, views, per
+
+
+def _kept(ctx, block, keep):
+    """``(rows, nnz, (ids, y, X) or None)`` of the rows of ``block`` that ``keep`` marks
+    (:meth:`DaskBackend.map_ids`)."""
+    from ..kernels import kept_rows
+    from ._slabs import block_rows
+    spec, threshold, ship, unit = keep
+    key = _state_view(ctx, spec, block)
+    mask = np.empty(block.n_rows, dtype=bool)
+    rows, nnz = kept_rows(block.indptr, key if key.ndim == 2 else key[:, None], threshold,
+                          mask)
+    if not ship or rows == 0:
+        return int(rows), int(nnz), None
+    r = np.flatnonzero(mask)
+    return int(rows), int(nnz), (block.row_start + r, *block_rows(block, r, unit))
+
+
+def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args, specs,
+                 states, fuse=False, visit_state=None, keep=None):
+    """One worker's share of a pass (module doc): ``(complete subtrees of run arrays,
+    fused run arrays, {rank: per-block accumulators}, counters)``; ``all_ids`` are the
+    whole pass's visits (which groups the tree waits for); ``visit_state``: the spec of
+    the state whose flagged rows are a cached block's visits; ``keep``: the rows kept
+    for the client (:meth:`DaskBackend.map_ids`)."""
+    ctx = _context(key, store, layout, memory)
+    be = ctx.backend
+
+    def rows_visited(blk) -> int:           # (after the block is read: cached or not)
+        if visit_state is None or blk.id not in be.cache:
+            return int(blk.n_rows)
+        return flagged_rows(_state_view(ctx, visit_state, blk))
+    n_visited = 0
+    before = (be.store_reads, be.cache_hits, be.bytes_read)
+    run_specs = {k: s for k, s in specs.items() if not s.per_block}
+    runs = None if fuse else GroupRuns(run_specs, all_ids, layout.groups)
+    run = {k: s.new() for k, s in run_specs.items()} if fuse else None
+    per_block, kept = {}, {}
+    ids = [b for b, _, _ in visits]
+    t_kernel = 0.0
+    if fuse:
+        blocks = list(be.iter_blocks(ids))
+        b0, rank0, pos0 = visits[0]
+        n_visited = sum(rows_visited(blk) for blk in blocks)
+        one, views, per = _fused(blocks, lambda blk: tuple(_state_view(ctx, s, blk)
+                                                           for s in states))
+        one = dataclasses.replace(one, sweep=sweep, position=pos0, rank=rank0)
+        t0 = time.perf_counter()
+        kernel(one, views, args, run)
+        t_kernel += time.perf_counter() - t0
+        start = 0
+        for blk, vs in zip(blocks, per):            # the states' rows written back
+            for j, v in enumerate(vs):
+                v[...] = views[j][start:start + blk.n_rows]
+            start += blk.n_rows
+    else:
+        for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
+            block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)
+            n_visited += rows_visited(block)
+            views = tuple(_state_view(ctx, s, block) for s in states)
+            acc = dict(runs.arrays(b))
+            acc.update({k: s.new() for k, s in specs.items() if s.per_block})
+            t0 = time.perf_counter()
+            kernel(block, views, args, acc)
+            t_kernel += time.perf_counter() - t0
+            runs.done(b)
+            per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
+            if keep is not None:
+                kept[position] = (b,) + _kept(ctx, block, keep)
+    stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
+             "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel,
+             "visits": n_visited, "kept": kept}
+    return ({} if fuse else runs.nodes()), run, per_block, stats
+
+
+def worker_get_state(key, name):
+    ctx = _CONTEXTS.get(key)
+    return dict(ctx.states.get(name, {})) if ctx is not None else {}
+
+
+def worker_set_state(key, name, blocks):
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        ctx = _CONTEXTS[key] = _Context(None)
+    ctx.states[name] = dict(blocks)
+
+
+def worker_take_rows(key, spec, wanted):
+    """``{block: its rows' values}`` for ``wanted`` = ``{block: (rows, local rows)}``."""
+    ctx = _CONTEXTS.setdefault(key, _Context(None))
+    return {b: _block_state(ctx, spec, b, n)[r] for b, (n, r) in wanted.items()}
+
+
+def worker_store_rows(key, store, layout, memory, wanted, unit):
+    """``[(positions, y, X)]`` of ``wanted`` = ``{block: (positions, local rows)}``, the
+    blocks read here (from this worker's cache or the store)."""
+    from ._slabs import block_rows
+    be = _context(key, store, layout, memory).backend
+    ids = sorted(wanted)
+    return [(wanted[b][0], *block_rows(blk, wanted[b][1], unit))
+            for b, blk in zip(ids, be.iter_blocks(ids))]
+
+
+def worker_put_rows(key, spec, given):
+    """Write ``given`` = ``{block: (rows, local rows, values)}`` into state ``spec``."""
+    ctx = _CONTEXTS.setdefault(key, _Context(None))
+    for b, (n, r, values) in given.items():
+        _block_state(ctx, spec, b, n)[r] = values
+
+
+def worker_drop(key, name):
+    """Forget state ``name`` of run ``key`` (every state and the cache when None)."""
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        return
+    if name is None:
+        del _CONTEXTS[key]
+    else:
+        ctx.states.pop(name, None)
