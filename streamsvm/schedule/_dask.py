@@ -212,37 +212,47 @@ class DaskBackend(Backend):
         (:meth:`PassScheduler.map_reduce`), and the rows visited. ``fuse``: each worker
         hands the kernel its blocks as one (their rows concatenated, state written back
         after). ``visits``: the state whose flagged rows are the visits of a block in a
-        worker's cache (:meth:`PassScheduler.map_reduce`). ``keep``: ``(state, threshold,
-        ship, unit)``, each block's rows whose ``state`` reaches ``threshold`` counted after
-        the kernel (and shipped here when ``ship``: resident rows collected from the
-        workers), returned as ``{position: (block, rows, nnz, (ids, y, X) or None)}``
-        last."""
+        worker's cache (:meth:`PassScheduler.map_reduce`). ``keep``: a dict, each block's
+        rows whose state ``keep["state"]`` reaches ``keep["threshold"]`` counted after the
+        kernel, and sent here (resident rows collected from the workers) up to
+        ``keep["limit"]`` bytes in all (None: none; ``row_bytes`` per entry and ``extra``
+        per row), each worker its share by rows; returned last, as ``({position: (block,
+        rows, nnz, (ids, y, X) or None)}, whether a worker's rows went over its share and
+        none were sent)``."""
         by_worker: dict = {}
         for position, (b, rank) in enumerate(zip(ids.tolist(), ranks.tolist())):
             by_worker.setdefault(int(self.owner[b]), []).append((b, rank, position))
         st = tuple((s.name,) + self.specs[s.name] for s in states)
         vst = None if visits is None else (visits,) + self.specs[visits]
+        keeps = {w: None for w in by_worker}
         if keep is not None:
-            keep = ((keep[0],) + self.specs[keep[0]],) + tuple(keep[1:])
+            spec = (keep["state"],) + self.specs[keep["state"]]
+            sizes, total = self.layout.sizes, max(1, int(self.layout.sizes.sum()))
+            for w in by_worker:
+                share = None if keep["limit"] is None else \
+                    keep["limit"] * int(sizes[self.owner == w].sum()) / total
+                keeps[w] = dict(keep, state=spec, limit=share)
         futures = {w: self._submit(worker_pass, w, self.key, self.store, self.layout,
                                    self.memory, ids, mine, sweep, kernel, args, specs, st,
-                                   fuse, vst, keep)
+                                   fuse, vst, keeps[w])
                    for w, mine in by_worker.items()}
         results = self._gather(futures)
         order = sorted(results, key=lambda w: min(v[0] for v in by_worker[w]))
         parts = []
         visited = 0
         kept: dict = {}
+        over = False
         for w in order:
             nodes, run, per_block, stats = results[w]
             visited += stats["visits"]
             kept.update(stats["kept"])
+            over = over or stats["over"]
             parts.append((nodes, run, per_block))
             self.store_reads += stats["store_reads"]
             self.cache_hits += stats["cache_hits"]
             self.bytes_read += stats["bytes_read"]
             self.kernel_seconds += stats["kernel_seconds"]
-        return parts, visited, kept
+        return parts, visited, (kept, over)
 
     # -- blocks in this process: none --------------------------------------------------
     def iter_blocks(self, ids, source=None):

@@ -64,20 +64,19 @@ def _fused(blocks, views_of):
     return one, views, per
 
 
-def _kept(ctx, block, keep):
+def _kept(ctx, block, keep, ship: bool):
     """``(rows, nnz, (ids, y, X) or None)`` of the rows of ``block`` that ``keep`` marks
-    (:meth:`DaskBackend.map_ids`)."""
+    (:meth:`DaskBackend.map_ids`), the rows themselves when ``ship``."""
     from ..kernels import kept_rows
     from ._slabs import block_rows
-    spec, threshold, ship, unit = keep
-    key = _state_view(ctx, spec, block)
+    key = _state_view(ctx, keep["state"], block)
     mask = np.empty(block.n_rows, dtype=bool)
-    rows, nnz = kept_rows(block.indptr, key if key.ndim == 2 else key[:, None], threshold,
-                          mask)
+    rows, nnz = kept_rows(block.indptr, key if key.ndim == 2 else key[:, None],
+                          keep["threshold"], mask)
     if not ship or rows == 0:
         return int(rows), int(nnz), None
     r = np.flatnonzero(mask)
-    return int(rows), int(nnz), (block.row_start + r, *block_rows(block, r, unit))
+    return int(rows), int(nnz), (block.row_start + r, *block_rows(block, r, keep["unit"]))
 
 
 def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args, specs,
@@ -86,7 +85,9 @@ def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args
     fused run arrays, {rank: per-block accumulators}, counters)``; ``all_ids`` are the
     whole pass's visits (which groups the tree waits for); ``visit_state``: the spec of
     the state whose flagged rows are a cached block's visits; ``keep``: the rows kept
-    for the client (:meth:`DaskBackend.map_ids`)."""
+    for the client (:meth:`DaskBackend.map_ids`): once those shipped exceed
+    ``keep["limit"]`` bytes, none is (``over``: the client's collection gives up, as a
+    local one over its room does)."""
     ctx = _context(key, store, layout, memory)
     be = ctx.backend
 
@@ -100,6 +101,7 @@ def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args
     runs = None if fuse else GroupRuns(run_specs, all_ids, layout.groups)
     run = {k: s.new() for k, s in run_specs.items()} if fuse else None
     per_block, kept = {}, {}
+    shipped, over = 0, False
     ids = [b for b, _, _ in visits]
     t_kernel = 0.0
     if fuse:
@@ -129,11 +131,18 @@ def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args
             t_kernel += time.perf_counter() - t0
             runs.done(b)
             per_block[rank] = {k: acc[k] for k, s in specs.items() if s.per_block}
-            if keep is not None:
-                kept[position] = (b,) + _kept(ctx, block, keep)
+            if keep is not None:           # (the rows shipped up to this worker's limit)
+                ship = keep["limit"] is not None and not over
+                rows, nnz, part = _kept(ctx, block, keep, ship)
+                if part is not None:
+                    shipped += nnz * keep["row_bytes"] + rows * keep["extra"]
+                    if shipped > keep["limit"]:
+                        over, part = True, None
+                        kept = {p: v[:3] + (None,) for p, v in kept.items()}
+                kept[position] = (b, rows, nnz, part)
     stats = {"store_reads": be.store_reads - before[0], "cache_hits": be.cache_hits - before[1],
              "bytes_read": be.bytes_read - before[2], "kernel_seconds": t_kernel,
-             "visits": n_visited, "kept": kept}
+             "visits": n_visited, "kept": kept, "over": over}
     return ({} if fuse else runs.nodes()), run, per_block, stats
 
 

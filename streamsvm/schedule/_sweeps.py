@@ -204,9 +204,11 @@ class Sweeps:
             raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
         k0 = self._backend.kernel_seconds
         collector = rows.collector() if rows is not None else None
-        keep = None if rows is None else (rows.key.name, rows.threshold,
-                                          collector is not None, rows.unit)
-        parts, visited, kept = self._backend.map_ids(
+        keep = None if rows is None else dict(
+            state=rows.key.name, threshold=rows.threshold, unit=rows.unit,
+            limit=None if collector is None else collector.room, row_bytes=rows.row_bytes,
+            extra=rows.extra_row_bytes)
+        parts, visited, (kept, over) = self._backend.map_ids(
             kernel, ids, ranks, sweep, tuple(states), args, folder.specs, fuse,
             None if visits is None else visits.name, keep)
         self.wait_seconds += time.perf_counter() - t0
@@ -221,6 +223,8 @@ class Sweeps:
         self.rows_visited += visited
         self.blocks_visited += len(ids)
         if rows is not None:                    # in visiting order, as a local pass
+            if over and collector is not None:  # (a worker's share over the room)
+                collector.abandon()
             for position in sorted(kept):
                 rows.after_remote_block(*kept[position], collector)
         self._pending_collect = (rows, collector) if rows is not None else None

@@ -146,7 +146,7 @@ def test_newton_polish_on_the_cluster_takes_its_rows_from_the_workers(cluster, a
     """The hinge polish runs in the training process over the rows near the margin that
     the workers send at the end of a pass: certified, and its duals (the next polish's
     warm start) live on the workers between passes."""
-    from streamsvm.schedule import PassScheduler
+    from streamsvm.schedule import PassScheduler, RowField
     store = a9a_store[0]
     model, r = _fit(store, solver="newton", loss="hinge", scheduler=cluster)
     assert r.converged and r.passes <= 12
@@ -173,6 +173,16 @@ def test_newton_polish_on_the_cluster_takes_its_rows_from_the_workers(cluster, a
         assert a.take(ids[:2]).tolist() == [7, 8]
         with pytest.raises(InvalidParameterError, match="RAM slab in the training process"):
             sched.resident_rows(key, (a,))
+        # rows over the RAM slab's room: the workers send none (each stops at its share),
+        # the collection gives up as a local one does, and the rows are still counted
+        key.fill(1)
+        big = sched.resident_rows(key, (a,), fields=(RowField("float64", 8000),), disk=False)
+        big.collect_to = "ram"
+        assert big.ram_room() < 3000 * big.extra_row_bytes
+        sched.map_reduce(_noop, rows=big, states=(key,))
+        sched.finish_collect()
+        assert big.where == "store" and big.ram is None
+        assert big.block_rows.sum() == 3000
     finally:
         sched.close()
 
