@@ -35,6 +35,7 @@ resumes from its last snapshot of the run, per-row state included (``solvers/_dr
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 
 import numpy as np
@@ -50,6 +51,7 @@ __all__ = ["DaskBackend", "connect"]
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.5         # how often a waiting pass checks that its workers are alive
+_FETCH_SECONDS = 5.0        # the first timeout of a finished task's result (then doubled)
 
 
 def connect(scheduler):
@@ -160,48 +162,65 @@ class DaskBackend(Backend):
     def _gather(self, futures: dict) -> dict:
         """``{w: result}`` of one task per worker; a worker that left raises
         :class:`WorkerLostError` (its pinned tasks cancelled), a task's own error is
-        raised as it was."""
-        import distributed
+        raised as it was.
+
+        Waits on the tasks' states (woken by their callbacks, the workers' liveness checked
+        every ``_POLL_SECONDS``) and fetches a result once its task has finished, with a
+        timeout that doubles while its worker is alive: a result of many MB (the rows a
+        pass sends) takes longer than a poll to arrive, and ``Future.result(timeout=…)``
+        cut short in the middle of a transfer fails inside dask (an ``UnboundLocalError``
+        in ``distributed.utils.sync``, seen on a 10^6-row store)."""
         pending = dict(futures)
         out = {}
+        woken = threading.Event()
+        for f in pending.values():
+            f.add_done_callback(lambda _: woken.set())
         while pending:
-            # wait on one task at a time through its own future (distributed.wait would
-            # need a default client, which a process that only passed scheduler= has not)
-            w, f = next(iter(pending.items()))
-            try:
-                out[w] = f.result(timeout=_POLL_SECONDS)
-                del pending[w]
-            except (TimeoutError, distributed.TimeoutError):
-                pass
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException:                   # (CancelledError is one)
-                if f.status == "error":             # the task's own exception
-                    for g in pending.values():
-                        g.cancel()
-                    raise
-                if self.workers[w] in set(self.alive()):
-                    raise
-            for w2, g in list(pending.items()):     # the others done meanwhile
-                if g.status == "finished":
-                    try:        # held by its worker: lost with it if it dies meanwhile
-                        out[w2] = g.result(timeout=_POLL_SECONDS)
-                    except (TimeoutError, distributed.TimeoutError):
-                        continue
-                    del pending[w2]
-                elif g.status == "error":
-                    for h in pending.values():
-                        h.cancel()
-                    g.result()                      # raises the worker's exception
+            woken.clear()
+            for w, f in list(pending.items()):
+                if f.status == "finished":
+                    out[w] = self._fetch(w, f, pending)
+                    del pending[w]
+                elif f.status == "error":           # the task's own exception
+                    self._cancel(pending)
+                    f.result()
             if pending:
                 alive = set(self.alive())
                 lost = [self.workers[w] for w in pending if self.workers[w] not in alive]
                 if lost:
-                    for g in pending.values():
-                        g.cancel()
+                    self._cancel(pending)
                     raise WorkerLostError(f"dask worker(s) {', '.join(lost)} left during a "
                                           f"pass; their per-row state is gone", lost)
+                woken.wait(_POLL_SECONDS)
         return out
+
+    def _fetch(self, w: int, f, pending: dict):
+        """The result of the finished task ``f`` of worker ``w`` (held by that worker:
+        lost with it if it dies meanwhile)."""
+        import distributed
+        timeout = _FETCH_SECONDS
+        while True:
+            try:
+                return f.result(timeout=timeout)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except (TimeoutError, distributed.TimeoutError, UnboundLocalError):
+                timeout *= 2                        # (still arriving: see _gather)
+            except BaseException:                   # (CancelledError is one)
+                if f.status == "error":
+                    self._cancel(pending)
+                    raise
+                if self.workers[w] in set(self.alive()):
+                    raise
+            if self.workers[w] not in set(self.alive()):
+                self._cancel(pending)
+                raise WorkerLostError(f"dask worker(s) {self.workers[w]} left during a pass; "
+                                      f"their per-row state is gone", [self.workers[w]])
+
+    @staticmethod
+    def _cancel(pending: dict) -> None:
+        for g in pending.values():
+            g.cancel()
 
     # -- passes ----------------------------------------------------------------------------
     def map_ids(self, kernel, ids, ranks, sweep: int, states, args, specs: dict,
