@@ -200,6 +200,13 @@ class ResidentRows:
         if collector is not None:
             collector.add(block, keep, nnz)
 
+    def remote_keep(self, collector) -> dict:
+        """What the dask workers need to count the kept rows of their blocks after a pass's
+        kernel, and send them up to ``collector``'s room (:meth:`DaskBackend.map_ids`)."""
+        return dict(state=self.key.name, threshold=self.threshold, unit=self.unit,
+                    limit=None if collector is None else collector.room,
+                    row_bytes=self.row_bytes, extra=self.extra_row_bytes)
+
     def after_remote_block(self, block: int, rows: int, nnz: int, part, collector) -> None:
         """:meth:`after_block` of a block a dask worker swept: its kept ``rows`` and their
         ``nnz`` entries counted there, ``part`` = ``(ids, y, X)`` of those rows when the

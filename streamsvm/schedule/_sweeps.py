@@ -190,9 +190,8 @@ class Sweeps:
                            fuse=False, visits=None) -> dict:
         """:meth:`map_reduce` on the dask workers (``_dask.py``): the same kernel, the
         workers' complete subtrees of run arrays merged along the pairwise tree (fused:
-        their run arrays added in block order), per-block partials by rank. ``rows``:
-        the workers count each block's kept rows after the kernel and send those the
-        resident rows collect (into a RAM slab here, charged to this process's budget)."""
+        their run arrays added in block order), per-block partials by rank; ``rows``: the
+        blocks' kept rows counted by the workers, and sent to a RAM slab collected here."""
         if rows is not None and (fuse or rows.collect_to == "disk"):
             raise InvalidParameterError("resident rows on a dask cluster: a RAM slab in the "
                                         "training process, from an unfused pass")
@@ -204,10 +203,7 @@ class Sweeps:
             raise InvalidParameterError("map_reduce(fuse=True) takes run accumulators only")
         k0 = self._backend.kernel_seconds
         collector = rows.collector() if rows is not None else None
-        keep = None if rows is None else dict(
-            state=rows.key.name, threshold=rows.threshold, unit=rows.unit,
-            limit=None if collector is None else collector.room, row_bytes=rows.row_bytes,
-            extra=rows.extra_row_bytes)
+        keep = None if rows is None else rows.remote_keep(collector)
         parts, visited, (kept, over) = self._backend.map_ids(
             kernel, ids, ranks, sweep, tuple(states), args, folder.specs, fuse,
             None if visits is None else visits.name, keep)
