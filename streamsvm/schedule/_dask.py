@@ -312,9 +312,10 @@ class DaskBackend(Backend):
         """``{worker: {block: (positions in ids, local rows)}}`` of the global rows ``ids``."""
         lay = self.layout
         blocks = np.searchsorted(lay.start, ids, side="right") - 1
+        order = np.argsort(blocks, kind="stable")      # positions grouped by block, in order
+        present, first = np.unique(blocks[order], return_index=True)
         out: dict = {}
-        for b in np.unique(blocks).tolist():
-            at = np.flatnonzero(blocks == b)
+        for b, at in zip(present.tolist(), np.split(order, first[1:])):
             out.setdefault(int(self.owner[b]), {})[b] = (at, ids[at] - lay.start[b])
         return out
 

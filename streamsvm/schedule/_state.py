@@ -145,7 +145,11 @@ class RowState:
         True when the values live in a memmap file instead of RAM.
     path : str or None
         The memmap file when spilled.
+    remote : bool
+        True when the values live with the dask workers (:class:`RemoteRowState`).
     """
+
+    remote = False
 
     def __init__(self, name: str, shape: tuple, dtype, fill=0, *, path: str | None = None,
                  poll=None):
@@ -313,6 +317,8 @@ class RemoteRowState(RowState):
     (checkpoints), :meth:`take` and :meth:`put` fetch and write some rows (a RAM slab's
     local copies); a block's view exists only on its worker.
     """
+
+    remote = True
 
     def __init__(self, name: str, shape: tuple, dtype, fill, backend):
         self.name = name

@@ -171,6 +171,19 @@ def test_newton_polish_on_the_cluster_takes_its_rows_from_the_workers(cluster, a
         rows.ram.local["a"][:] = [7, 8]
         rows.leave_ram()
         assert a.take(ids[:2]).tolist() == [7, 8]
+        # copies left unchanged are not sent back (newton's flags and curvatures): a value
+        # the workers hold meanwhile stays; a changed copy is sent
+        for change, expect in ((False, [9, 9]), (True, [3, 4])):
+            rows.collect_to = "ram"
+            sched.map_reduce(_noop, rows=rows, states=(key,))
+            sched.finish_collect()
+            assert rows.ram.local["a"].tolist() == [7, 8]
+            a.put(ids[:2], np.array([9, 9], np.float32))
+            if change:
+                rows.ram.local["a"][:] = [3, 4]
+            rows.leave_ram()
+            assert a.take(ids[:2]).tolist() == expect
+            a.put(ids[:2], np.array([7, 8], np.float32))
         with pytest.raises(InvalidParameterError, match="RAM slab in the training process"):
             sched.resident_rows(key, (a,))
         # rows over the RAM slab's room: the workers send none (each stops at its share),

@@ -17,6 +17,7 @@ cluster sizes (default 1,2), ``--loss`` the loss of the solvers that take one.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 from ._common import ROOT
@@ -64,10 +65,19 @@ def _run(store, solver, passes, memory, scheduler=None, tol=None, C=1.0, loss=No
             "loss": params.get("loss")}
 
 
+def _said(row: dict) -> dict:
+    """``row``, told on stderr as it is measured (a run of many solvers takes long)."""
+    print(f"scheduler: {row['solver']} on {row['backend']}: {row['passes']:.1f} passes in "
+          f"{row['seconds']:.1f} s, {row['passes_per_s']:.3f} passes/s after the first, gap "
+          f"{row['gap']:.2e}", file=sys.stderr, flush=True)
+    return row
+
+
 def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), passes=8,
-                      memory="4GB", tol=None, C=1.0, loss=None) -> dict:
+                      memory="4GB", tol=None, C=1.0, loss=None, with_local=True) -> dict:
     """Rows of (solver, backend): passes/s and the efficiency of the largest cluster (with
-    ``tol``: the passes and seconds to that gap)."""
+    ``tol``: the passes and seconds to that gap). ``with_local=False``: no local run (the
+    throughput's efficiency compares cluster sizes only)."""
     bad = [s for s in solvers if s not in DASK_SOLVERS]
     if bad:
         raise SystemExit(f"--dask-solvers: unknown solver {bad[0]!r} (choose from "
@@ -78,9 +88,9 @@ def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), pa
     rows = []
     for solver in solvers:
         # the dual solvers' local backend runs their own solver, not CoCoA+: only to a tol
-        if tol is not None or solver not in ("dcd", "ww"):
-            rows.append(dict(_run(store, solver, passes, memory, None, tol, C, loss),
-                             backend="local"))
+        if (tol is not None or solver not in ("dcd", "ww")) and with_local:
+            rows.append(_said(dict(_run(store, solver, passes, memory, None, tol, C, loss),
+                                   backend="local")))
         for n in workers:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -90,9 +100,9 @@ def scheduler_scaling(store_url: str, solvers=("alm", "dcd"), workers=(1, 2), pa
                                                    memory_limit=0)
             try:
                 with distributed.Client(cluster) as client:
-                    rows.append(dict(_run(store, solver, passes, memory, client, tol, C, loss),
-                                     backend=f"dask, {n} worker{'s' if n > 1 else ''}",
-                                     workers=n))
+                    rows.append(_said(dict(
+                        _run(store, solver, passes, memory, client, tol, C, loss),
+                        backend=f"dask, {n} worker{'s' if n > 1 else ''}", workers=n)))
             finally:
                 cluster.close()
     for solver in solvers:
@@ -151,6 +161,9 @@ def register(sub) -> None:
                    help="the loss of alm, dcd and newton (default: each solver's own)")
     p.add_argument("--dask-C", type=float, default=1.0, metavar="C",
                    help="the cost C of every run (default 1)")
+    p.add_argument("--no-local", action="store_true",
+                   help="no run on the local backend (without --tol it only gives a rate "
+                        "beside the clusters')")
     p.add_argument("--out", help="output directory (default bench-out/scheduler)")
     p.set_defaults(run=_scheduler_cmd, parser=p)
 
@@ -170,7 +183,7 @@ def _scheduler_cmd(args, argv) -> int:
                           f"{args.workers!r}")
     r = scheduler_scaling(args.store, passes=int(args.max_passes or 8), memory=args.memory,
                           tol=args.tol, C=args.dask_C, solvers=solvers, workers=workers,
-                          loss=args.loss)
+                          loss=args.loss, with_local=not args.no_local)
     save_stamped(r, argv, args.out or os.path.join(ROOT, "bench-out", "scheduler"),
                  "scheduler.json")
     print(scaling_table(r))
