@@ -22,9 +22,10 @@ states are fetched and written back by row id (:meth:`DaskBackend.take_rows`,
 
 The client completes the tree and folds the per-block partials by rank, as the local
 backend does: a map/reduce pass gives bit-for-bit the numbers of the local backend, on any
-number of workers. A fused pass (``fuse=True``: each worker's blocks as one, for CoCoA+)
-adds the workers' run arrays in block order instead; its results depend on the cluster
-shape by construction.
+number of workers. A fused pass (``fuse=True``: each worker's blocks as one, in ascending
+block order, kept on the worker between passes while they fit its budget; for CoCoA+) adds
+the workers' run arrays in block order instead; its results depend on the cluster shape by
+construction.
 
 A worker that leaves during a pass makes the pass fail with
 :class:`~streamsvm.exceptions.WorkerLostError` (the tasks pinned to it would wait forever:

@@ -23,6 +23,13 @@ _CONTEXTS: dict = {}        # run key -> _Context, in each worker process
 class _Context:
     backend: object                                   # a LocalBackend over the store
     states: dict = dataclasses.field(default_factory=dict)   # name -> {block: array}
+    fused: tuple | None = None                        # (block ids, their rows as one block)
+
+
+def _room(ctx, memory) -> int:
+    """Bytes of this worker's budget left for its blocks (the cache or the fused copy)."""
+    held = sum(a.nbytes for blocks in ctx.states.values() for a in blocks.values())
+    return max(0, int(0.75 * memory) - held)
 
 
 def _context(key, store, layout, memory) -> _Context:
@@ -30,8 +37,8 @@ def _context(key, store, layout, memory) -> _Context:
     if ctx.backend is None:
         from ._local import LocalBackend
         ctx.backend = LocalBackend(store, layout, prefetch=2, readers=1, cache_bytes=0)
-    held = sum(a.nbytes for blocks in ctx.states.values() for a in blocks.values())
-    ctx.backend.cache.resize(max(0, int(0.75 * memory) - held))
+    fused = 0 if ctx.fused is None else ctx.fused[1].nbytes
+    ctx.backend.cache.resize(max(0, _room(ctx, memory) - fused))
     return ctx
 
 
@@ -50,18 +57,33 @@ def _state_view(ctx, spec, block):
     return _block_state(ctx, spec, block.id, block.n_rows)
 
 
-def _fused(blocks, views_of):
-    """The blocks as one (rows concatenated in order), with their states' rows."""
+def _fused_block(ctx, memory, ids):
+    """This worker's blocks ``ids`` as one block, rows concatenated in ascending block
+    order (whatever the pass's order: the kernels of fused passes visit rows in their own
+    random order): ``(block, served from memory)``. The copy is kept for the next fused
+    pass when it fits the worker's room for blocks, which then holds it instead of the
+    cache's blocks (CoCoA's rounds: each concatenated the worker's share of the store
+    again, most of a round's time on 10^7 rows)."""
     from ._blocks import Block
+    be = ctx.backend
+    key = tuple(sorted(ids))
+    if ctx.fused is not None and ctx.fused[0] == key:
+        be.cache_hits += len(key)
+        return ctx.fused[1], True
+    ctx.fused = None
+    blocks = list(be.iter_blocks(list(key)))
+    cached = all(b in be.cache for b in key)
     lens = np.concatenate([[0]] + [np.diff(b.indptr) for b in blocks])
     first = blocks[0]
     one = Block(first.id, first.row_start, np.cumsum(lens).astype(first.indptr.dtype),
                 np.concatenate([b.indices for b in blocks]),
                 np.concatenate([b.data for b in blocks]),
                 np.concatenate([b.y for b in blocks]), chunk=first.chunk)
-    per = [views_of(b) for b in blocks]
-    views = tuple(np.concatenate([v[j] for v in per]) for j in range(len(per[0])))
-    return one, views, per
+    del blocks
+    if one.nbytes <= _room(ctx, memory):
+        ctx.fused = (key, one)
+        be.cache.resize(_room(ctx, memory) - one.nbytes)
+    return one, cached
 
 
 def _kept(ctx, block, keep, ship: bool):
@@ -105,20 +127,26 @@ def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args
     ids = [b for b, _, _ in visits]
     t_kernel = 0.0
     if fuse:
-        blocks = list(be.iter_blocks(ids))
         b0, rank0, pos0 = visits[0]
-        n_visited = sum(rows_visited(blk) for blk in blocks)
-        one, views, per = _fused(blocks, lambda blk: tuple(_state_view(ctx, s, blk)
-                                                           for s in states))
+        one, in_memory = _fused_block(ctx, memory, ids)
+        mine = sorted(ids)
+        sizes = [int(layout.sizes[b]) for b in mine]
+        per = [tuple(_block_state(ctx, s, b, n) for s in states) for b, n in zip(mine, sizes)]
+        if visit_state is None or not in_memory:
+            n_visited = int(one.n_rows)
+        else:
+            n_visited = sum(flagged_rows(_block_state(ctx, visit_state, b, n))
+                            for b, n in zip(mine, sizes))
+        views = tuple(np.concatenate([v[j] for v in per]) for j in range(len(states)))
         one = dataclasses.replace(one, sweep=sweep, position=pos0, rank=rank0)
         t0 = time.perf_counter()
         kernel(one, views, args, run)
         t_kernel += time.perf_counter() - t0
         start = 0
-        for blk, vs in zip(blocks, per):            # the states' rows written back
+        for n, vs in zip(sizes, per):               # the states' rows written back
             for j, v in enumerate(vs):
-                v[...] = views[j][start:start + blk.n_rows]
-            start += blk.n_rows
+                v[...] = views[j][start:start + n]
+            start += n
     else:
         for (b, rank, position), block in zip(visits, be.iter_blocks(ids)):
             block = dataclasses.replace(block, sweep=sweep, position=position, rank=rank)

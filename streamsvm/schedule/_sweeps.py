@@ -118,11 +118,11 @@ class Sweeps:
             Count the rows each block keeps for it, and collect them when it planned to
             (:meth:`ResidentRows.plan`), after the kernel (the pass is over the whole store).
         fuse : bool
-            On a dask cluster, hand the kernel each worker's blocks as one block (their
-            rows concatenated, the states' rows written back after): a kernel that mixes
-            rows (coordinate descent in a fresh random order) then mixes all of a worker's
-            rows. Run accumulators only. The local backend runs block by block, all
-            blocks adding into one set of run arrays (one reduction group).
+            On a dask cluster, hand the kernel each worker's blocks as one block (rows in
+            ascending block order, kept for the next fused pass while they fit; the
+            states' rows written back after): a kernel that mixes rows (coordinate descent
+            in a fresh random order) then mixes all of a worker's rows. Run accumulators
+            only. The local backend runs block by block into one set of run arrays.
 
         Returns
         -------
