@@ -138,7 +138,11 @@ def worker_pass(key, store, layout, memory, all_ids, visits, sweep, kernel, args
             n_visited = sum(flagged_rows(_block_state(ctx, visit_state, b, n))
                             for b, n in zip(mine, sizes))
         views = tuple(np.concatenate([v[j] for v in per]) for j in range(len(states)))
-        one = dataclasses.replace(one, sweep=sweep, position=pos0, rank=rank0)
+        # named by the pass's first block, as when the blocks were concatenated in the
+        # pass's order: the kernels seed their draws by it (a fixed name fixed CoCoA's parts
+        # of a sweep: dcd on a9a, 2 workers, 101 passes and 6,208 rounds against 67.6, 2,742)
+        one = dataclasses.replace(one, id=b0, row_start=int(layout.start[b0]), sweep=sweep,
+                                  position=pos0, rank=rank0)
         t0 = time.perf_counter()
         kernel(one, views, args, run)
         t_kernel += time.perf_counter() - t0

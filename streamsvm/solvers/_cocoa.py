@@ -75,7 +75,6 @@ import logging
 import numpy as np
 
 from ..kernels._cocoa import cocoa_due, cocoa_rows, cocoa_settle
-from ..kernels._folds import fold_of_rows
 from ..problem import Problem
 from ..schedule import Accumulator, Need
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, SVC_LOSS_PARAM,
@@ -87,7 +86,6 @@ log = logging.getLogger(__name__)
 
 _PARTS = 8          # several workers: a sweep over the active rows is this many rounds,
 _PART_ROWS = 64     # ... fewer when a part would give a worker fewer rows than this
-_SEGMENT = 8192     # a round's random order is local: segments of this many rows (L2)
 
 
 class SigmaFromOverlap:
@@ -299,45 +297,19 @@ def _cocoa_block(block, views, args, acc) -> None:
     W, sigma, check, eta, thresholds, model, unit, seed, epoch, measure, part = args
     alpha, dalpha, active, due = views
     cocoa_settle(block.y, alpha, dalpha, eta, model, acc["s"])
-    order = round_order(np.random.default_rng([seed, epoch, block.id]), due, check)
+    order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
     pg = np.empty((W.shape[1], 2))
     pg[:, 0], pg[:, 1] = -np.inf, np.inf
     cocoa_rows((block.indptr, block.indices, block.data), unit, block.y, order, model, W,
                sigma, check, (alpha, dalpha, active, due), (thresholds[0], thresholds[1]),
                np.empty((2, W.shape[1])), acc["dW"], acc["dWb"], acc["dzu"], acc["s"], pg,
                acc["room"])
-    cocoa_due(active, round_parts(block, seed, part[1]), part[0], due, acc["live"])
+    slots = np.random.default_rng([seed, 0x5107, block.id]).integers(0, part[1], block.n_rows)
+    cocoa_due(active, slots, part[0], due, acc["live"])
     if measure:
         acc["own"] += np.einsum("dk,dk->k", acc["dW"], acc["dW"])
     np.maximum(acc["pgmax"], pg[:, 0], out=acc["pgmax"])
     np.minimum(acc["pgmin"], pg[:, 1], out=acc["pgmin"])
-
-
-def round_order(rng, due: np.ndarray, every: bool, segment: int = _SEGMENT) -> np.ndarray:
-    """The rows a worker's round visits, in a random order: all of them in a check
-    (``every``), else the due ones only (a round between checks visits about one part of
-    the active rows: a scan past the others cost more than the visits).
-
-    The order is local, as the local dual CD's is per block: segments of ``segment``
-    consecutive rows in a random order, the rows of each in a random order. A permutation
-    of all of a worker's rows visited a GB of rows and states at random places, a few
-    cache misses a row: 13 s a pass of 10^7 rows on one worker, against ~2 s of work."""
-    n = len(due)
-    pieces = []
-    for s in rng.permutation(-(-n // segment)).tolist():
-        lo, hi = s * segment, min(n, (s + 1) * segment)
-        rows = np.arange(lo, hi) if every else lo + np.flatnonzero(due[lo:hi])
-        pieces.append(rows[rng.permutation(len(rows))])
-    return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
-
-
-def round_parts(block, seed: int, parts: int) -> np.ndarray:
-    """Each row's part of a sweep in ``[0, parts)``: a fixed hash of its place in the
-    worker's fused block and the seed (computed, not drawn: no O(rows) random state a
-    round)."""
-    out = np.empty(block.n_rows, dtype=np.int64)
-    fold_of_rows(block.row_start, max(1, int(parts)), (int(seed) ^ 0x5107) & (2**63 - 1), out)
-    return out
 
 
 def sweep_parts(K: int, live: int) -> int:

@@ -52,7 +52,7 @@ import numpy as np
 from ..kernels import row_sq_norms
 from ..kernels._ww_cocoa import ww_cocoa_due, ww_cocoa_rows, ww_cocoa_settle
 from ..schedule import Accumulator
-from ._cocoa import SigmaFromOverlap, best_steps, round_order, round_parts, sweep_parts
+from ._cocoa import SigmaFromOverlap, best_steps, sweep_parts
 from ._ww_common import WestonWatkinsBase, class_index
 
 __all__ = ["WestonWatkinsCocoa"]
@@ -182,14 +182,15 @@ def _ww_cocoa_block(block, views, args, acc) -> None:
     X = (block.indptr, block.indices, block.data)
     q = np.empty(block.n_rows)
     row_sq_norms(X, costs.B * costs.B, q)
-    order = round_order(np.random.default_rng([seed, epoch, block.id]), due, full)
+    order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
     k = W.shape[1]
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
                np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1), np.empty(k))
     ww_cocoa_rows(X, unit, y, q, order.astype(np.int64), (beta, gamma, dbeta, active, due),
                   costs, (W, sigma, full), scratch, acc["dW"], acc["dWb"], out,
                   acc["room"])
-    ww_cocoa_due(active, round_parts(block, seed, part[1]), part[0], due, out)
+    slots = np.random.default_rng([seed, 0x5107, block.id]).integers(0, part[1], block.n_rows)
+    ww_cocoa_due(active, slots, part[0], due, out)
     acc["pg"][0] = max(acc["pg"][0], out[3])
     out[3] = 0.0
     acc["s"] += out

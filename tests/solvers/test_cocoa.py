@@ -190,19 +190,3 @@ def test_map_reduce_counts_only_the_flagged_rows_of_blocks_kept_in_memory(tmp_pa
         finally:
             sched.close()
 
-
-def test_a_round_visits_its_due_rows_in_a_local_random_order():
-    """A check visits every row, another round its due rows only; each segment's rows
-    come together (an order local in memory), segments and rows within them shuffled."""
-    from streamsvm.solvers._cocoa import round_order
-    rng = np.random.default_rng(0)
-    due = (np.arange(10_000) % 3 == 0).astype(np.uint8)
-    some = round_order(rng, due, False, segment=1000)
-    assert sorted(some.tolist()) == np.flatnonzero(due).tolist()
-    every = round_order(rng, due, True, segment=1000)
-    assert sorted(every.tolist()) == list(range(10_000))
-    segs = every // 1000
-    assert (np.diff(segs) != 0).sum() == 9                  # one run per segment
-    assert segs[::1000].tolist() != sorted(segs[::1000].tolist())   # segments shuffled
-    assert (np.diff(every[:1000]) < 0).any()                # rows shuffled within
-    assert round_order(rng, np.zeros(0, np.uint8), True).size == 0
