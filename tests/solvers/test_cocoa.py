@@ -189,4 +189,3 @@ def test_map_reduce_counts_only_the_flagged_rows_of_blocks_kept_in_memory(tmp_pa
             assert res.visits == (100 if kept else 400)
         finally:
             sched.close()
-
