@@ -41,12 +41,27 @@ class Block(Chunk):
         Position of this visit in the sweep (-1 outside a sweep).
     rank : int
         Rank of this visit in (block id, occurrence) order (reductions fold by it).
+    memo : dict or None
+        Values a kernel derives from the rows alone (:meth:`derived`), kept with a block
+        that outlives its pass (a dask worker's fused block) and carried by
+        ``dataclasses.replace``; None: derived anew at each visit.
     """
 
     chunk: int = -1
     sweep: int = -1
     position: int = -1
     rank: int = -1
+    memo: dict | None = dataclasses.field(default=None, repr=False)
+
+    def derived(self, key, make):
+        """``make()``, a value of the block's rows alone, kept in :attr:`memo` under
+        ``key`` when the block has one (the next pass over the same rows takes it from
+        there)."""
+        if self.memo is None:
+            return make()
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
 
 
 class BlockLayout:

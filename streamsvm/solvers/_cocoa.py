@@ -297,7 +297,7 @@ def _cocoa_block(block, views, args, acc) -> None:
     W, sigma, check, eta, thresholds, model, unit, seed, epoch, measure, part = args
     alpha, dalpha, active, due = views
     cocoa_settle(block.y, alpha, dalpha, eta, model, acc["s"])
-    order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
+    order = round_order(np.random.default_rng([seed, epoch, block.id]), due, check)
     pg = np.empty((W.shape[1], 2))
     pg[:, 0], pg[:, 1] = -np.inf, np.inf
     cocoa_rows((block.indptr, block.indices, block.data), unit, block.y, order, model, W,
@@ -310,6 +310,25 @@ def _cocoa_block(block, views, args, acc) -> None:
         acc["own"] += np.einsum("dk,dk->k", acc["dW"], acc["dW"])
     np.maximum(acc["pgmax"], pg[:, 0], out=acc["pgmax"])
     np.minimum(acc["pgmin"], pg[:, 1], out=acc["pgmin"])
+
+
+def round_order(rng, due: np.ndarray, every: bool) -> np.ndarray:
+    """The rows a worker's round visits, in a random order: all of them in a check or full
+    epoch (``every``); else, when at most half of the rows are due, the due rows only (a
+    uniformly random order of them, as the restriction of a permutation of all rows is). A
+    round between checks on several workers visits one part of the active rows: the
+    permutation of every row and the scan past the others, at random places, cost more than
+    its visits (ww on 2·10^6 rows, 2 workers: the permutation a quarter of a worker's
+    samples, the scan most of the kernel's). With most rows due (one worker: every active
+    row) a permutation of all rows, which the kernel scans past the others: gathering the
+    due rows in a random order would read them at random places (dcd, 10^7 rows, one
+    worker: 0.066 passes/s against 0.070)."""
+    if every:
+        return rng.permutation(len(due))
+    rows = np.flatnonzero(due)
+    if 2 * len(rows) > len(due):
+        return rng.permutation(len(due))
+    return rows[rng.permutation(len(rows))]
 
 
 def sweep_parts(K: int, live: int) -> int:

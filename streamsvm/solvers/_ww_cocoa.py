@@ -52,7 +52,7 @@ import numpy as np
 from ..kernels import row_sq_norms
 from ..kernels._ww_cocoa import ww_cocoa_due, ww_cocoa_rows, ww_cocoa_settle
 from ..schedule import Accumulator
-from ._cocoa import SigmaFromOverlap, best_steps, sweep_parts
+from ._cocoa import SigmaFromOverlap, best_steps, round_order, sweep_parts
 from ._ww_common import WestonWatkinsBase, class_index
 
 __all__ = ["WestonWatkinsCocoa"]
@@ -176,17 +176,18 @@ def _ww_cocoa_block(block, views, args, acc) -> None:
     worker's) it adds its own ``‖ΔW_k‖²`` for ``σ'``."""
     W, sigma, full, eta, costs, unit, binary, seed, epoch, measure, part = args
     beta, gamma, dbeta, active, due = views
-    y = class_index(block.y, binary)
+    y = block.derived(("ww.y", binary), lambda: class_index(block.y, binary))
     out = np.zeros(8)
     ww_cocoa_settle(y, costs.Cp, beta, gamma, dbeta, eta, out)
     X = (block.indptr, block.indices, block.data)
-    q = np.empty(block.n_rows)
-    row_sq_norms(X, costs.B * costs.B, q)
-    order = np.random.default_rng([seed, epoch, block.id]).permutation(block.n_rows)
+    # (the rows' squared norms, like their classes: kept with a worker's fused block,
+    # which every round visits)
+    q = block.derived(("ww.q", costs.B), lambda: _sq_norms(X, costs.B))
+    order = round_order(np.random.default_rng([seed, epoch, block.id]), due, full)
     k = W.shape[1]
     scratch = (np.empty(k), np.empty(k), np.empty(k - 1), np.empty(k - 1), np.empty(k),
                np.empty(k - 1), np.empty(k - 1), np.empty(k), np.empty(k - 1), np.empty(k))
-    ww_cocoa_rows(X, unit, y, q, order.astype(np.int64), (beta, gamma, dbeta, active, due),
+    ww_cocoa_rows(X, unit, y, q, order, (beta, gamma, dbeta, active, due),
                   costs, (W, sigma, full), scratch, acc["dW"], acc["dWb"], out,
                   acc["room"])
     slots = np.random.default_rng([seed, 0x5107, block.id]).integers(0, part[1], block.n_rows)
@@ -196,3 +197,10 @@ def _ww_cocoa_block(block, views, args, acc) -> None:
     acc["s"] += out
     if measure:
         acc["own"] += float(np.einsum("dk,dk->", acc["dW"], acc["dW"]))
+
+
+def _sq_norms(X, B):
+    """``‖x̄_i‖²`` of the CSR rows ``X``, the bias feature ``B`` included."""
+    q = np.empty(len(X[0]) - 1)
+    row_sq_norms(X, B * B, q)
+    return q

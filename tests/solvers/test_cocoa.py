@@ -13,7 +13,7 @@ from streamsvm.io import write_store
 from streamsvm.kernels import Costs
 from streamsvm.kernels._cocoa import cocoa_due, cocoa_rows, cocoa_settle
 from streamsvm.schedule import Accumulator, PassScheduler
-from streamsvm.solvers._cocoa import _box_qp, best_steps
+from streamsvm.solvers._cocoa import _box_qp, best_steps, round_order
 
 
 def _value(g, H, e):
@@ -189,3 +189,25 @@ def test_map_reduce_counts_only_the_flagged_rows_of_blocks_kept_in_memory(tmp_pa
             assert res.visits == (100 if kept else 400)
         finally:
             sched.close()
+
+
+def test_a_round_orders_its_due_rows_only_and_a_check_every_row():
+    """``round_order``: between checks a random order of exactly the due rows (each order
+    of them as likely: a permutation drawn over them), in a check every row."""
+    due = np.zeros(1000, np.uint8)
+    due[np.random.default_rng(1).choice(1000, 137, replace=False)] = 1
+    order = round_order(np.random.default_rng(5), due, False)
+    assert order.dtype == np.int64
+    np.testing.assert_array_equal(np.sort(order), np.flatnonzero(due))
+    again = round_order(np.random.default_rng(5), due, False)
+    np.testing.assert_array_equal(order, again)                 # seeded
+    other = round_order(np.random.default_rng(6), due, False)
+    assert not np.array_equal(order, other)
+    firsts = [round_order(np.random.default_rng(s), due[:40], False)[0] for s in range(400)]
+    counts = np.bincount(firsts, minlength=40)[np.flatnonzero(due[:40])]
+    assert counts.min() > 0                 # every due row comes first in some round
+    every = round_order(np.random.default_rng(5), due, True)
+    np.testing.assert_array_equal(np.sort(every), np.arange(1000))
+    # most rows due: every row (the kernel skips the others), no gather at random places
+    most = round_order(np.random.default_rng(5), 1 - due, False)
+    np.testing.assert_array_equal(most, np.random.default_rng(5).permutation(1000))
