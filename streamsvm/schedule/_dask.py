@@ -55,6 +55,11 @@ _POLL_SECONDS = 0.5         # how often a waiting pass checks that its workers a
 _FETCH_SECONDS = 5.0        # the first timeout of a finished task's result (then doubled)
 
 
+def _worker_addresses(dask_scheduler=None) -> list:
+    """The workers the scheduler has now (run on the scheduler)."""
+    return list(dask_scheduler.workers)
+
+
 def connect(scheduler):
     """``(client, owned)``: a ``distributed.Client`` for ``scheduler`` (a Client, or the
     address of a dask scheduler such as ``"tcp://10.0.0.5:8786"``), and whether this call
@@ -129,6 +134,20 @@ class DaskBackend(Backend):
     def alive(self) -> list:
         return sorted(self.client.scheduler_info()["workers"])
 
+    def _gone(self, names) -> list:
+        """The workers of ``names`` the scheduler no longer has. The client's view
+        (:meth:`alive`) is a copy it refreshes now and then, which once listed no worker
+        for a moment while both were busy with a pass (a run then resumed from its
+        snapshot for nothing): a loss it shows is confirmed by asking the scheduler."""
+        alive = set(self.alive())
+        if all(n in alive for n in names):
+            return []
+        try:
+            alive = set(self.client.run_on_scheduler(_worker_addresses))
+        except Exception:                   # (the scheduler itself unreachable)
+            pass
+        return [n for n in names if n not in alive]
+
     def rebalance(self) -> None:
         """Reduction groups split into contiguous ranges of about equal rows, one per live
         worker (at most one worker per group: more stay idle)."""
@@ -186,8 +205,7 @@ class DaskBackend(Backend):
                     self._cancel(pending)
                     f.result()
             if pending:
-                alive = set(self.alive())
-                lost = [self.workers[w] for w in pending if self.workers[w] not in alive]
+                lost = self._gone([self.workers[w] for w in pending])
                 if lost:
                     self._cancel(pending)
                     raise WorkerLostError(f"dask worker(s) {', '.join(lost)} left during a "
@@ -211,9 +229,9 @@ class DaskBackend(Backend):
                 if f.status == "error":
                     self._cancel(pending)
                     raise
-                if self.workers[w] in set(self.alive()):
+                if not self._gone([self.workers[w]]):
                     raise
-            if self.workers[w] not in set(self.alive()):
+            if self._gone([self.workers[w]]):
                 self._cancel(pending)
                 raise WorkerLostError(f"dask worker(s) {self.workers[w]} left during a pass; "
                                       f"their per-row state is gone", [self.workers[w]])

@@ -146,15 +146,17 @@ class WestonWatkinsCocoa(SigmaFromOverlap, WestonWatkinsBase):
         self.part = following
         if full:
             self.pgfull[0], self.since_full, self.pgsweep[0] = pg, 0, 0.0
-            self.full = active == 0
+            self.full = bool(active == 0)
             return
         self.pgsweep[0] = max(self.pgsweep[0], pg)
         if following != 0:                  # the sweep goes on
             self.full = False
             return
         self.since_full += 1
-        self.full = active == 0 or self.since_full >= _MAX_ACTIVE or \
-            self.pgsweep[0] <= _PG_SHARE * self.pgfull[0]
+        # (a bool, not numpy's: a snapshot kept in memory to resume after a lost worker is
+        # checked against the fresh solver's types)
+        self.full = bool(active == 0 or self.since_full >= _MAX_ACTIVE or
+                         self.pgsweep[0] <= _PG_SHARE * self.pgfull[0])
         self.pgsweep[0] = 0.0
 
     def _offer(self, W, primal, dual) -> None:

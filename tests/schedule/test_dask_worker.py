@@ -85,3 +85,43 @@ def test_a_kept_fused_block_keeps_what_kernels_derive_from_its_rows(tmp_path):
         assert len(calls) == 3
     finally:
         _CONTEXTS.pop(key, None)
+
+
+class _Client:
+    """A client whose own view of the cluster lists ``seen`` while the scheduler has
+    ``there``."""
+
+    def __init__(self, seen, there):
+        self.seen, self.there, self.asked = seen, there, 0
+
+    def scheduler_info(self):
+        return {"workers": {w: {} for w in self.seen}}
+
+    def run_on_scheduler(self, fn):
+        self.asked += 1
+        return fn(dask_scheduler=type("S", (), {"workers": {w: None for w in self.there}}))
+
+
+def test_a_worker_is_lost_only_when_the_scheduler_says_so():
+    """The client's copy of the scheduler's state once listed no worker for a moment during
+    a pass (CI, ww's checkpoint test): a loss it shows is confirmed by asking the scheduler."""
+    from streamsvm.schedule._dask import DaskBackend
+    be = object.__new__(DaskBackend)
+    be.client = _Client(seen=[], there=["tcp://a", "tcp://b"])
+    assert be._gone(["tcp://a", "tcp://b"]) == [] and be.client.asked == 1
+    be.client = _Client(seen=["tcp://a"], there=["tcp://a"])
+    assert be._gone(["tcp://a", "tcp://b"]) == ["tcp://b"]
+    be.client = _Client(seen=["tcp://a", "tcp://b"], there=[])
+    assert be._gone(["tcp://a"]) == [] and be.client.asked == 0     # (no question asked)
+
+
+def test_ww_rounds_decide_their_next_epoch_as_a_python_bool():
+    """A snapshot kept in memory (to resume after a lost worker) is checked against the
+    fresh solver's types: numpy's bool in ``full`` refused it (CheckpointError)."""
+    from streamsvm.solvers._ww_cocoa import WestonWatkinsCocoa
+    s = WestonWatkinsCocoa(C=0.1)
+    s.pgsweep, s.pgfull, s.since_full = np.zeros(1), np.ones(1), 0
+    s._next_round(False, np.float64(0.1), np.int64(5), 0)       # the sweep's last round
+    assert type(s.full) is bool and s.full
+    s._next_round(True, np.float64(0.2), np.int64(0), 1)
+    assert type(s.full) is bool and s.full
