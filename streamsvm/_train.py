@@ -54,7 +54,8 @@ RUN_PARAMS = (
     Param("resume", "bool", True, "continue from the newest valid checkpoint in "
           "--checkpoint, bit for bit as if never stopped (the default, in Python too); the "
           "data, the solver's parameters, --seed, --memory and --readers must be the "
-          "checkpoint's (a difference is refused, naming it). --no-resume: start afresh, "
+          "checkpoint's (a difference is refused, naming it; without --readers a resume "
+          "takes the checkpoint's count). --no-resume: start afresh, "
           "refused where checkpoints already are unless --overwrite-checkpoint"),
     Param("overwrite_checkpoint", "bool", False, "delete the checkpoints already in "
           "--checkpoint and start afresh: those of another run, or this run's with "
@@ -69,8 +70,10 @@ RUN_PARAMS = (
           "needed and free"),
     Param("readers", "int", None, "threads reading and decompressing blocks ahead of the "
           "solver (default: one fewer than the CPUs for a local store, so the solver keeps a "
-          "core; one per block in flight for a remote one); charged to --memory, so "
-          "resuming needs the checkpoint's count (give it to resume on another machine)",
+          "core, as many as the CPUs when the store does not fit in the page cache and is "
+          "read from the disk every pass; one per block in flight for a remote one; a "
+          "resume: the checkpoint's count); charged to --memory, so a resume refuses "
+          "another count",
           low=1),
     Param("scheduler", "str", None, "train on a dask cluster: the address of its scheduler "
           "(tcp://host:8786); its workers read the store themselves (shared filesystem or "
@@ -106,6 +109,18 @@ def _store_identity(store) -> dict:
     else:
         ident["crc32"] = (meta.get("source") or {}).get("crc32")
     return ident
+
+
+def _checkpoint_readers(checkpoint, storage_options) -> int | None:
+    """The reader threads of the newest readable checkpoint under ``checkpoint``, or None."""
+    from .checkpoint import CheckpointManager
+    from .exceptions import CheckpointError
+    try:
+        newest = CheckpointManager(checkpoint, storage_options=storage_options).newest()
+    except (CheckpointError, OSError, ValueError):
+        return None
+    readers = (newest[1].get("identity") or {}).get("readers") if newest else None
+    return readers if type(readers) is int and readers >= 1 else None
 
 
 def _existing_checkpoints(manager, identity: dict, resume: bool, overwrite: bool):
@@ -185,7 +200,8 @@ def train(store, *, solver="auto", memory="1GB", seed=0, checkpoint=None, checkp
         Continue from the newest valid checkpoint in ``checkpoint`` (as the CLI does by
         default): the store, the solver's parameters, ``seed``, ``block_rows``, ``memory``,
         ``readers`` and ``prefetch`` must be the checkpoint's (each steers the run's path); a
-        difference raises ``CheckpointError`` naming it. False: start afresh, refused where
+        difference raises ``CheckpointError`` naming it (``readers=None`` takes the
+        checkpoint's count). False: start afresh, refused where
         checkpoints already are unless ``overwrite_checkpoint``.
     overwrite_checkpoint : bool
         Delete the checkpoints already in ``checkpoint`` (another run's, or with
@@ -281,6 +297,10 @@ def train(store, *, solver="auto", memory="1GB", seed=0, checkpoint=None, checkp
     n_rows = store.n_rows
     if block_rows is None:    # several hundred blocks per pass (spec_003 §3.6)
         block_rows = int(min(store.chunk_rows, max(256, -(-n_rows // 512))))
+    if checkpoint is not None and resume and readers is None:
+        # the default count follows the machine (its CPUs, whether the store stays in its
+        # page cache): a resume keeps the checkpoint's, as the budget charged it
+        readers = _checkpoint_readers(checkpoint, storage_options)
     sched = PassScheduler(store, memory=memory, seed=seed, block_rows=block_rows,
                           prefetch=prefetch, readers=readers, scratch_dir=scratch_dir,
                           scheduler=scheduler, interrupt=should_stop)

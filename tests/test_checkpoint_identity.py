@@ -54,6 +54,19 @@ def test_resume_with_another_readers_count_is_refused(store, tmp_path, capsys):
     assert (tmp_path / "again.json").read_bytes() == (tmp_path / "m.json").read_bytes()
 
 
+def test_a_resume_without_readers_takes_the_checkpoints_count(store, tmp_path, capsys,
+                                                              monkeypatch):
+    """The default count follows the machine (CPUs, page cache): a resume on another keeps
+    the checkpoint's count instead of being refused."""
+    from streamsvm.schedule import _local
+    monkeypatch.setattr(_local, "usable_cpus", lambda: 2)       # default: 1 reader
+    assert _train(store, tmp_path, "--readers", "3") == 0
+    assert _train(store, tmp_path, "--resume", out="again.json") == 0
+    assert (tmp_path / "again.json").read_bytes() == (tmp_path / "m.json").read_bytes()
+    assert _train(store, tmp_path, "--readers", "1", "--resume", out="no.json") == 2
+    assert "with --readers 3; this run has --readers 1" in _error(capsys)
+
+
 # -- item 6: a checkpoint directory holds one run -------------------------------------------
 
 def _interrupted(store, tmp_path, capsys, monkeypatch, *extra):

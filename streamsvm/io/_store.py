@@ -73,6 +73,13 @@ class Store(StoreMeta):
     overhead worth batching (:mod:`._direct`)."""
 
     @property
+    def outgrows_page_cache(self) -> bool:
+        """A local store too large to stay in the page cache between passes: each pass
+        reads it from the disk, and its reads are dropped from the cache once decoded
+        (:mod:`._page_cache`)."""
+        return any(a.drop_after_read for a in self._open_arrays().values())
+
+    @property
     def held_bytes(self) -> int:
         """Bytes the direct reader keeps decoded between reads."""
         return sum(a.held_bytes for a in self._open_arrays().values())

@@ -47,11 +47,20 @@ def default_readers(store, prefetch: int) -> int:
     cores: the kernel 0.78-0.82 s of it), 0.88-0.98 s with one reader for four and
     0.86-0.91 s with one reader for eight (the kernel 0.67-0.68 s)
     (``python tools/bench.py readers``; docs/bench/results/readers-synth-1e7.md).
+
+    A local store that outgrows the page cache is read from the disk every pass: there a
+    reader waits for its bytes as long as it decompresses them, and one more reader (as
+    many as the CPUs) keeps the disk and a core busy at once. dcd's streamed sweeps of the
+    10^7-row store (1.4 GB) in a memory cgroup of 800 MB at ``--memory 300MB``, three runs
+    of 12 passes each: a median 3.46-3.65 s with two readers against 3.87-3.95 s with one,
+    waiting 0.23-0.32 s for blocks against 0.57-0.82 s (``tools/bench.py readers ...
+    --limit 800MB``, BENCHMARKS.md).
     """
     from ..io import is_local
     if not is_local(store.url):
         return max(1, prefetch)
-    return max(1, min(prefetch, usable_cpus() - 1))
+    spare = 0 if getattr(store, "outgrows_page_cache", False) else 1
+    return max(1, min(prefetch, usable_cpus() - spare))
 
 
 REMOTE_READER_BYTES = 10_000_000

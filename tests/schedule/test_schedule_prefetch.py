@@ -6,8 +6,11 @@ import threading
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
+from streamsvm import open_store
 from streamsvm.exceptions import StoreError
+from streamsvm.io._writer import write_store
 from streamsvm.schedule import Accumulator, PassScheduler
 
 from .helpers import CountingStore, random_store
@@ -103,6 +106,26 @@ def test_default_readers_leave_the_solver_a_core(store, monkeypatch):
     assert _local.default_readers(Remote(), 4) == 1
     with pytest.raises(ValueError, match="'readers'"):
         PassScheduler(store, memory=0, readers=0)
+
+
+def test_a_store_read_from_disk_every_pass_gets_a_reader_per_cpu(tmp_path, monkeypatch):
+    """A reader waiting for the disk leaves its core: one more reader than the CPU rule."""
+    from streamsvm.io import _store
+    from streamsvm.schedule import _local
+    rng = np.random.default_rng(1)
+    write_store(tmp_path / "s.zarr", sp.random(300, 20, density=0.2, format="csr",
+                                               random_state=1),
+                rng.choice([-1.0, 1.0], 300), chunk_rows=100)
+    monkeypatch.setattr(_local, "usable_cpus", lambda: 2)
+    fits = open_store(str(tmp_path / "s.zarr"))
+    assert not fits.outgrows_page_cache
+    assert PassScheduler(fits, memory=0, prefetch=4).readers == 1
+    monkeypatch.setattr(_store, "store_outgrows_page_cache", lambda size: size > 0)
+    big = open_store(str(tmp_path / "s.zarr"))
+    assert big.outgrows_page_cache
+    assert PassScheduler(big, memory=0, prefetch=4).readers == 2
+    assert PassScheduler(big, memory=0, prefetch=1).readers == 1    # one block in flight
+    assert PassScheduler(big, memory=0, prefetch=4, readers=1).readers == 1   # as asked
 
 
 def test_prefetch_zero_reads_in_the_calling_thread(store):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -60,23 +61,44 @@ def summarize(sweeps: list[dict]) -> dict:
             "kernel_s": med("kernel_seconds"), "wait_s": med("wait_seconds")}
 
 
-def run(store: str, memory: int, passes: float, prefetch: int, readers: int) -> dict:
-    """One setting's run in a fresh process, its sweeps summarized (the child times them)."""
-    out = subprocess.run([sys.executable, "-c", _CHILD, store, str(memory), str(passes),
-                          str(prefetch), str(readers)], capture_output=True, text=True,
-                         cwd=ROOT, check=True)
-    return summarize(json.loads(out.stdout.strip().splitlines()[-1]))
+def run(store: str, memory: int, passes: float, prefetch: int, readers: int,
+        limit: int | None = None) -> dict:
+    """One setting's run in a fresh process, its sweeps summarized (the child times them);
+    with ``limit``, in a fresh memory cgroup of ``limit`` bytes (the process and its page
+    cache), the page cache dropped before it: every pass then reads the store from the
+    disk when it is larger than the limit."""
+    argv = [sys.executable, "-c", _CHILD, store, str(memory), str(passes), str(prefetch),
+            str(readers)]
+    if limit is None:
+        out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=True)
+        return summarize(json.loads(out.stdout.strip().splitlines()[-1]))
+    from .cgroup import MemoryCgroup, drop_caches
+    drop_caches()
+    with MemoryCgroup(f"streamsvm-bench-readers-{os.getpid()}", limit) as cg:
+        procs = os.path.join(cg.path, "cgroup.procs")
+
+        def enter():            # in the child before exec: in the cgroup from its start
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=True,
+                             preexec_fn=enter)
+        stats = cg.stats()
+    return dict(summarize(json.loads(out.stdout.strip().splitlines()[-1])),
+                cgroup_peak_mb=stats["max_usage_bytes"] / 2**20)
 
 
 def table(results: dict) -> str:
-    """Markdown table: one row per run of each setting."""
+    """Markdown table: one row per run of each setting (and the cgroup's peak, when the
+    runs had one)."""
+    peak = any("cgroup_peak_mb" in r for runs in results.values() for r in runs)
     return markdown_table(
         ["prefetch", "readers", "run", "1st sweep s", "later sweeps s (median)", "kernels s",
-         "waiting s"],
+         "waiting s"] + (["cgroup peak MB"] if peak else []),
         [[prefetch, readers, i, f"{r['first_s']:.3f}", f"{r['sweep_s']:.3f}",
           f"{r['kernel_s']:.3f}", f"{r['wait_s']:.3f}"]
+         + ([f"{r['cgroup_peak_mb']:,.0f}"] if peak else [])
          for (prefetch, readers), runs in results.items() for i, r in enumerate(runs, 1)],
-        "r" * 7)
+        "r" * (8 if peak else 7))
 
 
 # -- the subcommand --------------------------------------------------------------------------
@@ -92,15 +114,29 @@ def register(sub) -> None:
     p.add_argument("--repeat", type=int, default=3, help="rounds over the settings")
     p.add_argument("--settings", default="2:2,4:2,4:1,8:1",
                    help="comma-separated prefetch:readers (default 2:2,4:2,4:1,8:1)")
+    p.add_argument("--limit", default=None,
+                   help="run each setting in a fresh memory cgroup of this size (e.g. "
+                        "800MB; the process and its page cache), the page cache dropped "
+                        "first: a store larger than it is read from the disk every pass "
+                        "(root and cgroup v1 only)")
     p.set_defaults(run=_readers_cmd)
 
 
 def _readers_cmd(args, argv) -> int:
     settings = parse_settings(args.settings)
+    limit = None
+    if args.limit is not None:
+        from streamsvm.schedule._memory import parse_memory
+        from .cgroup import isolation_problem
+        limit = parse_memory(args.limit, name="--limit", owner="bench.py readers")
+        problem = isolation_problem(limit)
+        if problem is not None:
+            print(f"bench.py readers: --limit {args.limit}: {problem}", file=sys.stderr)
+            return 2
     results: dict = {s: [] for s in settings}
     for _ in range(args.repeat):
         for s in settings:
-            results[s].append(run(args.store, args.memory, args.passes, *s))
+            results[s].append(run(args.store, args.memory, args.passes, *s, limit=limit))
             print(f"prefetch {s[0]} readers {s[1]}: {results[s][-1]}", file=sys.stderr)
     print(table(results))
     return 0
