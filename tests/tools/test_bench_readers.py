@@ -35,3 +35,16 @@ def test_main_runs_every_setting_in_turn(tmp_path, capsys, monkeypatch):
                  "--repeat", "1", "--settings", "2:2,4:1"]) == 0
     out = capsys.readouterr().out
     assert "| 2 | 2 | 1 |" in out and "| 4 | 1 | 1 |" in out
+
+
+def test_no_store_or_a_bad_limit_is_one_line_and_exit_2(tmp_path, capsys):
+    from streamsvm.io import write_store
+    assert main(["readers", str(tmp_path / "none.zarr"), "--memory", "200000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no streamsvm store" in err[0] and "none.zarr" in err[0]
+    X = sp.random(50, 5, density=0.5, format="csr", random_state=0)
+    write_store(tmp_path / "s.zarr", X, np.where(np.arange(50) % 2, 1.0, -1.0))
+    assert main(["readers", str(tmp_path / "s.zarr"), "--memory", "200000",
+                 "--limit", "lots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'--limit'" in err[0] and "'lots'" in err[0]

@@ -123,15 +123,23 @@ def register(sub) -> None:
 
 
 def _readers_cmd(args, argv) -> int:
+    import streamsvm
+    from streamsvm.exceptions import StreamSVMError
+    from streamsvm.schedule._memory import parse_memory
     settings = parse_settings(args.settings)
     limit = None
-    if args.limit is not None:
-        from streamsvm.schedule._memory import parse_memory
+    try:
+        streamsvm.open_store(args.store)          # a bad store: one line, before any run
+        if args.limit is not None:
+            limit = parse_memory(args.limit, name="--limit", owner="bench.py readers")
+    except StreamSVMError as exc:       # no or a damaged store, a bad --limit
+        print(f"bench.py readers: error: {exc}", file=sys.stderr)
+        return 2
+    if limit is not None:
         from .cgroup import isolation_problem
-        limit = parse_memory(args.limit, name="--limit", owner="bench.py readers")
         problem = isolation_problem(limit)
         if problem is not None:
-            print(f"bench.py readers: --limit {args.limit}: {problem}", file=sys.stderr)
+            print(f"bench.py readers: error: --limit {args.limit}: {problem}", file=sys.stderr)
             return 2
     results: dict = {s: [] for s in settings}
     for _ in range(args.repeat):
