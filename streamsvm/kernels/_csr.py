@@ -22,6 +22,8 @@ Conventions (DESIGN.md §7)
   accumulate into ``out``, the others overwrite it. Dot products accumulate in float64
   whatever the dtype of ``data``.
 - The row primitives are inlined into their callers and allocate nothing (``_jit.py``).
+- The many-model row primitives (``row_dots``, ``row_dots2``, ``row_axpys``,
+  ``row_axpys_cols``) are :mod:`._csr_models`'s, re-exported here.
 
 Compile cost: numba compiles one specialization per combination of argument types; keep
 ``W`` and ``out`` float64 and C-contiguous. ``cache=True`` keeps them on disk across
@@ -34,6 +36,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from ._csr_models import row_axpys, row_axpys_cols, row_dots, row_dots2
 from ._jit import kernel_inline
 
 __all__ = [
@@ -156,61 +159,6 @@ def row_axpy(X, unit, i, a, out_W, c):
     else:
         for p in range(indptr[i], indptr[i + 1]):
             w_add(out_W, indices[p], c, a * np.float64(data[p]))
-
-
-@kernel_inline
-def row_dots(X, unit, i, W, out):
-    """``out[c] = x_i · W[:, c]`` for every column, one read of the row."""
-    indptr, indices, data = X
-    k = W.shape[1]
-    for c in range(k):
-        out[c] = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for c in range(k):
-            out[c] += x * W[j, c]
-
-
-@kernel_inline
-def row_dots2(X, unit, i, W, V, out_w, out_v):
-    """``out_w[c] = x_i · W[:, c]`` and ``out_v[c] = x_i · V[:, c]``, one read of the row
-    for two weight matrices of the same shape."""
-    indptr, indices, data = X
-    k = W.shape[1]
-    for c in range(k):
-        out_w[c] = 0.0
-        out_v[c] = 0.0
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for c in range(k):
-            out_w[c] += x * W[j, c]
-            out_v[c] += x * V[j, c]
-
-
-@kernel_inline
-def row_axpys(X, unit, i, a, out_W):
-    """``out_W[:, c] += a[c] · x_i`` for every column, one read of the row."""
-    indptr, indices, data = X
-    k = out_W.shape[1]
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for c in range(k):
-            out_W[j, c] += x * a[c]
-
-
-@kernel_inline
-def row_axpys_cols(X, unit, i, a, cols, m, out_W):
-    """``out_W[:, c] += a[c] · x_i`` for the columns ``c`` in ``cols[:m]`` only, one read of
-    the row (a step that changed a few of many models' coefficients)."""
-    indptr, indices, data = X
-    for p in range(indptr[i], indptr[i + 1]):
-        x = 1.0 if unit else np.float64(data[p])
-        j = indices[p]
-        for t in range(m):
-            out_W[j, cols[t]] += x * a[cols[t]]
 
 
 @kernel_inline

@@ -199,7 +199,9 @@ def square_hessians(H):
 
 def _rows_of(block, args, acc):
     """A block's margins and per-row terms (``newton_rows``) for ``args`` of a pass:
-    ``(X, Ev, coef, h)``, ``Ev`` the margins at each point, ``coef`` and ``h`` per slot."""
+    ``(X, Ev, coef, h, M)``, ``Ev`` the margins at each point, ``coef`` and ``h`` per slot,
+    ``M`` the polish candidate's margins (without the bias) when ``WDE`` carries it (no
+    rows otherwise)."""
     W, (Dir, E, WDE), trying, prob, B, unit, plan = args[:7]
     X = (block.indptr, block.indices, block.data)
     n, k = block.n_rows, W.shape[1]
@@ -208,9 +210,10 @@ def _rows_of(block, args, acc):
     P = max(1, int(plan[4].max()))
     U = np.empty((n, k))
     Ev = np.empty((P, n, k))
+    M = np.empty((n if trying and WDE.shape[1] == 4 * k else 0, k))
     if trying:                       # point 0 at E (the first trials), point p at trial p
         V = np.empty((n, k))
-        newton_margins(X, WDE, (U, V, Ev[0]))
+        newton_margins(X, WDE, (U, V, Ev[0], M))
         U += B * W[d]
         V += B * Dir[d]
         Ev[0] += B * E[d]
@@ -225,7 +228,7 @@ def _rows_of(block, args, acc):
     newton_rows(block.y, (U, V, Ev), prob, plan,
                 (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
                 (coef, h))
-    return X, Ev, coef, h
+    return X, Ev, coef, h, M
 
 
 def _add_hessians(block, X, h, args, out_H):
@@ -263,7 +266,7 @@ def hessian_block(block, views, args, acc):
     ``acc["H"]`` (k, a, a, levels), those whose cutoff is finite only
     (``sched.map_reduce_rows`` over the rows kept in RAM: :mod:`._newton_hessian`): the
     same operations per slot, so the same bits."""
-    X, _, _, h = _rows_of(block, args, acc)
+    X, _, _, h, _ = _rows_of(block, args, acc)
     pick, k = args[10], h.shape[2]
     h = np.ascontiguousarray(h[pick.T, :, np.arange(k)].transpose(0, 2, 1))   # (levels, n, k)
     cut = args[8][np.arange(k)[:, None], pick]
@@ -278,7 +281,7 @@ def newton_block(block, views, args, acc):
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
     L = plan[3].shape[1]
-    X, Ev, coef, h = _rows_of(block, args, acc)
+    X, Ev, coef, h, M = _rows_of(block, args, acc)
     positive = block.y[:, None] == prob.pos[None, :]
     lens = np.diff(block.indptr)
     none = np.empty((0, k))
@@ -321,8 +324,9 @@ def newton_block(block, views, args, acc):
         cu = past * yk
         acc["usum"] += past.sum(axis=0)
         if cand_live.any():
-            M = np.empty((n, k))
-            csr_matmat(X, cand, M)
+            if M.shape[0] == 0:          # (a trying pass has them from newton_margins)
+                M = np.empty((n, k))
+                csr_matmat(X, cand, M)
             M += B * cand[d]
             acc["closs"] += np.where(cand_live[None, :],
                                      Ck * np.maximum(0.0, 1.0 - yk * M), 0.0).sum(axis=0)

@@ -367,13 +367,17 @@ class NewtonSolver(NewtonSteps, Solver):
         hess = "cg" if self.cg else "lazy" if self.lazy_h else "full" if self.full_h else \
             "active"
         sample = self.tau if self.cg else None      # (the rows with curvature sampled)
-        trying = bool(n_trials.any())       # (W, Dir and E side by side: newton_margins)
+        trying = bool(n_trials.any())
+        # W, Dir and E side by side (newton_margins), and the candidate the polish evaluates
         WDE = np.hstack((self.W, Dir, E)) if trying else None
-        args = (self.W, (Dir, E, WDE), trying, self.prob, float(self.bias), self.unit,
+        live_cand = trying and polish is not None and bool(polish[2].any())
+        args = (self.W, (Dir, E, np.hstack((WDE, polish[1])) if live_cand else WDE), trying,
+                self.prob, float(self.bias), self.unit,
                 (live, trials, n_trials, alphas, n_points), self.amap, cutoff, self.free_bias,
                 polish, (hess, sample))
         if self.lazy_h:                     # what the Hessians after the pass need
-            self.h_args = ((self.W.copy(), *args[1:7], self.amap.copy(), cutoff, self.full_h),
+            self.h_args = ((self.W.copy(), (Dir, E, WDE), *args[2:7], self.amap.copy(),
+                            cutoff, self.full_h),
                            hessian_sums(k, D1, self.a, P, alphas.shape[1], TRIALS, self.L))
         if self.rows is not None:
             self.rows.collect_to = "ram" if self.cg or self.lazy_h or (

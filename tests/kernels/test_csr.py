@@ -298,3 +298,33 @@ def test_values_within():
     assert values_within(y, -1, 1, True)
     assert not values_within(np.r_[y, 0.0].astype(np.float32), -1, 1, True)
     assert values_within(np.zeros(0, np.int32), 0, 5, False)
+
+
+def test_one_model_in_registers_gives_the_many_model_sums_bit_for_bit(csr):
+    """``row_dots``, ``row_dots2`` and ``row_axpys`` keep one model (k = 1) in registers: the
+    same bits as the same model beside others (the general loop through ``out``)."""
+    from streamsvm.kernels._csr import row_dots2
+    X, S = csr
+    unit = _unit(X)
+    rng = np.random.default_rng(3)
+    W, V = rng.standard_normal((S.shape[1], 2)), rng.standard_normal((S.shape[1], 2))
+    W1, V1 = np.ascontiguousarray(W[:, :1]), np.ascontiguousarray(V[:, :1])
+    one, two = np.full(1, np.nan), np.full(2, np.nan)
+    one_v, two_v = np.full(1, np.nan), np.full(2, np.nan)
+    for i in range(S.shape[0]):
+        row_dots(X, unit, i, W1, one)
+        row_dots(X, unit, i, W, two)
+        assert one[0] == two[0]
+        row_dots2(X, unit, i, W1, V1, one, one_v)
+        row_dots2(X, unit, i, W, V, two, two_v)
+        assert (one[0], one_v[0]) == (two[0], two_v[0])
+    acc1, acc2 = np.zeros((S.shape[1], 1)), np.zeros((S.shape[1], 2))
+    for i in range(S.shape[0]):
+        a = np.array([0.3 * i - 2.0, 1.5])
+        row_axpys(X, unit, i, a[:1].copy(), acc1)
+        row_axpys(X, unit, i, a, acc2)
+    np.testing.assert_array_equal(acc1[:, 0], acc2[:, 0])
+    M1, M2 = np.empty((S.shape[0], 1)), np.empty((S.shape[0], 2))
+    csr_matmat(X, W1, M1)
+    csr_matmat(X, W, M2)
+    np.testing.assert_array_equal(M1[:, 0], M2[:, 0])

@@ -16,8 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: Every benchmark there is (the former scripts tools/bench*.py are subcommands now).
 EXPECTED = {"suite", "render", "io-baseline", "checks-cost", "memory-bound", "larger-than-ram",
-            "scheduler", "convert", "codecs", "readers", "alm", "nesvm", "newton-in-ram", "avsf",
-            "ww", "walrus", "matrix", "matrix-render", "cv"}
+            "scheduler", "convert", "codecs", "readers", "alm", "nesvm", "newton-in-ram",
+            "kernels", "avsf", "ww", "walrus", "matrix", "matrix-render", "cv"}
 
 
 def test_help_lists_every_subcommand():

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import (alm, avsf, codecs, convert, cv, larger_than_ram, matrix, memory, nesvm,
-               newton_ram, readers, scheduler, store_io, suite, walrus, ww)
+from . import (alm, avsf, codecs, convert, cv, kernels, larger_than_ram, matrix, memory,
+               nesvm, newton_ram, readers, scheduler, store_io, suite, walrus, ww)
 
 __all__ = ["main", "build_parser", "subcommands"]
 
 #: The family modules, in the order of ``--help``.
 FAMILIES = (suite, store_io, memory, larger_than_ram, scheduler, convert, codecs, readers, alm,
-            nesvm, newton_ram, avsf, ww, walrus, matrix, cv)
+            nesvm, newton_ram, kernels, avsf, ww, walrus, matrix, cv)
 
 
 def build_parser() -> argparse.ArgumentParser:
