@@ -1,5 +1,7 @@
 """Shared fixtures: the real datasets the tests use (committed, xz-compressed, under
-tests/data/), a real S3 server on 127.0.0.1, and small tmpfs mounts for the disk-full tests."""
+tests/data/), a real S3 server on 127.0.0.1, and small tmpfs mounts for the disk-full tests;
+and the number of workers of ``-n auto`` (pytest-xdist: the README runs the suite in one
+worker process per CPU)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,18 @@ import tempfile
 import pytest
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
+MAX_WORKERS = 4     # `-n auto`'s ceiling: each worker may start a dask cluster and an S3 server
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the README's test command) runs one worker per CPU, at most
+    ``MAX_WORKERS``: the suite's S3 servers, dask clusters and converter subprocesses are
+    processes of their own, so more workers than that oversubscribe a large machine."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(
+        os, "sched_getaffinity") else (os.cpu_count() or 1)))
+
+
 _unpacked: dict[str, pathlib.Path] = {}
 
 
