@@ -63,10 +63,25 @@ import numpy as np  # noqa: E402
 from tools.synthetic.rows import Generator  # noqa: E402
 from tools.synthetic.text import VALUE_MAX_CHARS, format_block  # noqa: E402
 
+from streamsvm._progress import progress_bar  # noqa: E402
+
 __all__ = ["make_synthetic", "hidden_model", "main"]
 
 _EMPTY_I32, _EMPTY_I8, _EMPTY_BOOL = (np.empty(0, np.int32), np.empty(0, np.int8),
                                       np.empty(0, np.bool_))
+
+
+class _NoBar:
+    """No progress (``progress=False``, ``--quiet``): the bar's calls do nothing."""
+
+    def update(self, n=1):
+        pass
+
+    def set_postfix_str(self, s="", refresh=True):
+        pass
+
+    def close(self):
+        pass
 
 
 def _open_compressed(raw, path):
@@ -172,10 +187,9 @@ def make_synthetic(path, *, rows, features, nnz_per_row=10, classes=2, noise=0.0
     nnz = 0
     text_bytes = 0
 
-    from tqdm import tqdm
-
-    bar = tqdm(total=rows, unit="row", unit_scale=True, disable=not progress, file=sys.stderr,
-               desc=os.path.basename(path), dynamic_ncols=True, mininterval=0.5)
+    # a bar on a terminal; into a file or a pipe, a plain line every few seconds
+    bar = progress_bar(total=rows, desc=os.path.basename(path), unit="rows",
+                       mininterval=0.5) if progress else _NoBar()
     raw = open(partial, "wb")
     out = writer = None
     try:
