@@ -109,7 +109,7 @@ from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Para
 from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians,
                            hessian_sums, newton_block, slots, split_sums, square_hessians,
                            threshold_that_fits)
-from ._newton_hessian import hessians_at_accepted, resident_rows
+from ._newton_hessian import hessians_at_accepted, resident_rows, warn_no_room
 from ._newton_step import TRIALS, NewtonSteps, linesearch_l1
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
@@ -356,6 +356,7 @@ class NewtonSolver(NewtonSteps, Solver):
         if self.rows is not None:
             self.rows.leave_ram()
             room = self.rows.ram_room()            # the RAM slab's room, none held
+            warn_no_room(self, sched, room)
         if self.polishing:
             # the rows near the margin at E are kept (band < 0: not this model's turn), in a
             # band that fits the RAM slab (cg: besides its rows with curvature)

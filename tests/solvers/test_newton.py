@@ -575,3 +575,35 @@ def test_a_polish_works_within_its_budget_and_goes_on_from_its_duals(monkeypatch
     seen.clear()
     _, free = _fit(X, y, chunk_rows=1000, loss="hinge", tol=1e-3, polish_work=0)
     assert free.converged and max(visits for _, visits, _ in seen) > 2 * bound
+
+
+def test_a_budget_with_no_room_in_ram_is_said_once_naming_the_memory_to_give(monkeypatch):
+    """When the blocks in flight and the per-row state take the whole budget, newton keeps no
+    rows for its polish (nor, with cg, for its Newton steps): the run goes on, but the user
+    is told once, with the budget above which rows fit."""
+    from streamsvm.schedule._resident import ResidentRows
+    from streamsvm.solvers._newton_hessian import warn_no_room
+    X, y = _bundled_a9a(4000)
+    monkeypatch.setattr(ResidentRows, "ram_room", lambda self: -3_000_000)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        _, res = train(InMemoryStore(X, y, chunk_rows=500), solver="newton", loss="hinge",
+                       memory="6MB", max_passes=4)
+    said = [str(w.message) for w in got if "no room in RAM" in str(w.message)]
+    assert len(said) == 1 and res.passes >= 2, said
+    assert said[0].startswith("newton: the memory budget leaves no room in RAM for the rows "
+                              "its hinge polish keep")
+    assert said[0].endswith(f"rows fit only above memory={6 + 3 + 1}MB")
+    assert all(h["polish_band"] == -1 for h in res.history)
+
+    class Solver:
+        cg, polishing = True, False
+    sched = type("Sched", (), {"memory": 200_000_000})()
+    for room, warned in ((1, False), (0, True), (-1, False)):   # once per run, from room ≤ 0
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            warn_no_room(Solver, sched, room)
+        assert len(got) == int(warned)
+        if warned:
+            assert "no room in RAM for the rows its Newton steps keep" in str(got[0].message)
+            assert str(got[0].message).endswith("above memory=201MB")
