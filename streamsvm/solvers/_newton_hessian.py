@@ -21,9 +21,10 @@ import numpy as np
 
 from ..exceptions import ConvergenceWarning
 from ..schedule import RowField
-from ._newton_pass import hessian_block, square_hessians
+from ._newton_pass import hessian_block, hessian_sums, square_hessians
 
-__all__ = ["NearRows", "hessians_at_accepted", "resident_rows", "warn_no_room"]
+__all__ = ["NearRows", "hessian_next_level", "hessians_at_accepted", "resident_rows",
+           "warn_no_room"]
 
 log = logging.getLogger("streamsvm.solvers.newton")
 
@@ -32,6 +33,8 @@ _LONG_ROWS = 32         # the Hessians from the rows only on rows of this many e
                         # re-reading it from RAM (on for every store, at c911de5: usps (256
                         # entries) 13.6 s → 5.9 s, dna (46) 2.6 → 1.0; a9a (14) 0.38 → 0.51,
                         # mushrooms (21) 0.42 → 0.48, letter and pendigits (16) unchanged)
+_SOON = 30.0           # a model's last Newton decrement within this many times its level's
+                        # threshold: its next level's Hessian summed with its level's
 _SHARE = 0.4            # the store's rows may take this share of the RAM slab's room (the
                         # block cache keeps its own copy of the store in the rest)
 
@@ -79,23 +82,56 @@ def hessians_at_accepted(solver, sched):
     (``solver.h_want``: model → its point), summed over the rows kept in RAM with the
     pass's own arguments (``solver.h_args``) and the cutoff of every other slot at
     infinity: ``sched.map_reduce_rows`` folds them as the pass would have, so each is the
-    Hessian the pass would have summed, bit for bit, at two slots per model at most
-    (its point's levels) instead of six."""
+    Hessian the pass would have summed, bit for bit, at one slot per model (its point's
+    level) instead of six. The next level's (the pass's speculation) is summed only when
+    the model moves to it (:func:`hessian_next_level`): most steps stay at their level,
+    and on usps half of what remained of the Hessians' work went to that slot."""
     want, solver.h_want = solver.h_want, {}
+    solver.h_next = {}
     if not want:
         return
-    args, acc = solver.h_args
-    L = solver.L
+    L, cutoff = solver.L, solver.h_args[0][8]
+    nxt = {c: p for c, p in want.items() if L > 1 and np.isfinite(cutoff[c, p * L + 1])}
+    # the next level's with this level's where the model is about to move to it (its last
+    # Newton decrement near its level's threshold: a guess, which changes no bit of
+    # either Hessian), the others' only once the model moves (hessian_next_level)
+    soon = {c for c in nxt if solver.dec_ratio[c] < _SOON}
+    _sum_slots(solver, sched, {c: [p * L] + ([p * L + 1] if c in soon else [])
+                               for c, p in want.items()})
+    solver.h_next = {c: p for c, p in nxt.items() if c not in soon}
+    solver.h_sched = sched
+
+
+def hessian_next_level(solver, models) -> None:
+    """Sum the next level's Hessians (``H[c, 1]``) of ``models`` whose pass speculated it
+    and that :func:`hessians_at_accepted` left unsummed (before a level change reads them,
+    and before a checkpoint: a resumed run has no pass arguments to sum them from)."""
+    due = {c: [solver.h_next.pop(c) * solver.L + 1] for c in list(models)
+           if c in solver.h_next}
+    if due:
+        _sum_slots(solver, solver.h_sched, due, first=1)
+
+
+def _sum_slots(solver, sched, slots, first=0) -> None:
+    """``H[c, first:]`` of each model ``c`` in ``slots`` (model → its slots of the pass)."""
+    args, _ = solver.h_args
+    width = max(len(v) for v in slots.values())
+    k = solver.k
+    acc = hessian_sums(k, solver.d + 1, solver.a, *solver.h_args[1], width)
     cutoff = np.full_like(args[8], np.inf)
-    pick = np.zeros((solver.k, L), dtype=np.int64)     # each model's slots: its point's levels
-    for c, p in want.items():
-        cutoff[c, p * L:(p + 1) * L] = args[8][c, p * L:(p + 1) * L]
-        pick[c] = np.arange(p * L, (p + 1) * L)
+    pick = np.zeros((k, width), dtype=np.int64)
+    for c, sl in slots.items():
+        cutoff[c, sl] = args[8][c, sl]
+        pick[c, :len(sl)] = sl
+        pick[c, len(sl):] = sl[0] + 1       # (the next level's, at infinity: no sum)
+    for c in range(k):
+        if c not in slots:
+            pick[c] = 0
     res = sched.map_reduce_rows(hessian_block, acc=acc,
                                 args=(*args[:8], cutoff, args[9], pick), rows=solver.rows)
     H = square_hessians(res["H"])
-    for c in want:
-        solver.H[c] = H[c]
+    for c, sl in slots.items():
+        solver.H[c, first:first + len(sl)] = H[c, :len(sl)]
 
 
 class NearRows:

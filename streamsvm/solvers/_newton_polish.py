@@ -30,6 +30,7 @@ import scipy.optimize
 from ..kernels._csr import row_sq_norms
 from ..kernels._dcd import dcd_classes_epochs
 from ..kernels._newton import smooth_hinge
+from ._newton_qp import ipm_fits, single_blas, solve_box_qp
 from ._newton_rows import SlabRows
 
 __all__ = ["near_margin", "polish", "soft"]
@@ -39,6 +40,7 @@ _POLISH_EPOCHS = 300    # most dual coordinate descent epochs of one polish (l2)
 _POLISH_ENTRIES = 8000  # ... fewer on long rows: this many entries a row over the epochs,
 _MIN_EPOCHS = 30        # ... and at least this many epochs
 _POLISH_EPS = 1e-4      # ... which stop at this projected-gradient spread
+_CRAWL_CR2 = 100.0      # dense rows past this C·R²: the interior point, no coordinate descent
 
 
 def soft(v, pen):
@@ -95,18 +97,31 @@ def polish(sl, rows, E, alpha, u, pen, prob, B, unit, rng, budget):
         last = sl.local["newton.a"][r, c].astype(np.float64)
         a0 = np.where(np.isnan(last), Cc * jz[:, 1], np.clip(last, 0.0, Cc))
         subs[c] = (r, Z, Cc, a0)
-    # ℓ2: dual coordinate descent first (the restricted dual is dcd's, offset by u);
-    # L-BFGS-B for ℓ1 and where coordinate descent crawls, from where it stopped
+    # ℓ2: the interior point on dense rows (coordinate descent crawls there); dual
+    # coordinate descent on sparse ones (the restricted dual is dcd's, offset by u), then
+    # the interior point or L-BFGS-B where it crawls, from where it stopped; ℓ1: L-BFGS-B
     visits = 0
-    if not pen.any() and subs:
-        found, left, visits = _polish_cd(sl, subs, u, prob, B, unit, rng, budget)
-    else:
-        found, left = {c: subs[c][3] for c in subs}, {c: budget for c in subs}
+    found, left = {}, {}
+    l2 = not pen.any()
+    direct = {c: v for c, v in subs.items() if l2 and _crawls(v[1], v[2])}
+    rest_cd = {c: v for c, v in subs.items() if c not in direct}
+    if l2 and rest_cd:
+        found, left, visits = _polish_cd(sl, rest_cd, u, prob, B, unit, rng, budget)
+    elif rest_cd:
+        found, left = {c: v[3] for c, v in rest_cd.items()}, {c: budget for c in rest_cd}
+    ipm = [(c, subs[c][3]) for c in direct]
     for c, rest in left.items():
         r, Z, Cc, _ = subs[c]
-        if rest >= 2 * len(r):
+        if l2 and ipm_fits(len(r), d + 1, rest) and Z.dense() is not None:
+            ipm.append((c, found[c]))
+        elif rest >= 2 * len(r):
             found[c], nfev = _polish_dual(Z, u[:, c], pen, found[c], Cc, rest // len(r))
             visits += nfev * len(r)
+    with single_blas():
+        for c, a0 in ipm:
+            r, Z, Cc, _ = subs[c]
+            found[c], iters = solve_box_qp(Z.Zd, u[:, c], Cc, a0)
+            visits += iters * len(r)
     out = {}
     for c, a in found.items():
         sl.local["newton.a"][subs[c][0], c] = a
@@ -165,6 +180,18 @@ def _polish_cd(sl, subs, u, prob, B, unit, rng, budget):
     crawled = {int(c): int(left[c]) for c in classes
                if c not in run or info[c, 1] >= limit[c]}
     return {c: alpha[c, subs[c][0]] for c in subs}, crawled, visits
+
+
+def _crawls(Z, Cc):
+    """Whether coordinate descent would crawl on the dense rows ``Z`` (a copy, else
+    False) at the costs ``Cc``: ``C·R² > _CRAWL_CR2``, ``R²`` the largest squared row norm,
+    the bias included — dcd's hard regime in the solvers' measured matrix
+    (:mod:`streamsvm._auto`). There the interior point solves the restricted dual exactly,
+    at once: pendigits (R² ≈ 10^5) 12 passes against 41 with coordinate descent and
+    L-BFGS-B, usps (R² ≈ 200) the same 19 passes at a third of the polish's time."""
+    if Z.Zd is None or not len(Cc):
+        return False
+    return float(Cc.max()) * float(np.einsum("ij,ij->i", Z.Zd, Z.Zd).max()) > _CRAWL_CR2
 
 
 def _epochs(X, r):

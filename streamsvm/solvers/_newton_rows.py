@@ -42,6 +42,13 @@ class SlabRows:
                 # dense rows (usps: 256 of 257 columns): BLAS's products, not CSR's
                 self.Zd = self.Z.toarray()
 
+    def dense(self):
+        """The rows as a dense array (m × (d + 1)), or None when they have no copy."""
+        if self.Zd is None and self.Z is not None and \
+                len(self.yc) * (self.d + 1) <= _COPY_NNZ:
+            self.Zd = self.Z.toarray()
+        return self.Zd
+
     def dot(self, w):
         """``Z w``: one value per row of ``r``."""
         if self.Zd is not None:

@@ -17,6 +17,7 @@ import scipy.linalg
 
 from ..exceptions import InvalidParameterError
 from ._newton_certificate import NewtonCertificate, penalties
+from ._newton_hessian import hessian_next_level
 from ._newton_rows import SlabRows
 
 __all__ = ["NewtonSteps", "TRIALS", "linesearch_l1"]
@@ -57,6 +58,7 @@ class NewtonSteps(NewtonCertificate):
             threshold = 0.1 * self.tol * scale if self.sq else \
                 self._eta(c) * self.alpha[c] * self.csum[c]
             solved = dec < threshold
+            self.dec_ratio[c] = dec / threshold if threshold > 0 else np.inf
             if self.l1 > 0 and (solved or self.level_steps[c] >= _MAX_STEPS):
                 new = (w == 0) & ~self.A[:, c] & ~self.blocked[:, c] & (np.abs(g) > self.pen)
                 new[-1] = False
@@ -73,6 +75,8 @@ class NewtonSteps(NewtonCertificate):
                 self.alpha[c] = max(self.alpha[c] / self.alpha_factor, self.alpha_floor)
                 self.level_steps[c] = self.halvings[c] = 0
                 if self.alpha_next[c] == self.alpha[c]:
+                    if self.lazy_h:                # (summed from the rows only now)
+                        hessian_next_level(self, (c,))
                     self.fs[c, 0] = self.fs[c, 1]
                     self.gl[0, :, c] = self.gl[1, :, c]
                     self.H[c, 0] = self.H[c, 1]

@@ -107,9 +107,10 @@ from ..problem import Problem
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
 from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians,
-                           hessian_sums, newton_block, slots, split_sums, square_hessians,
+                           newton_block, slots, split_sums, square_hessians,
                            threshold_that_fits)
-from ._newton_hessian import hessians_at_accepted, resident_rows, warn_no_room
+from ._newton_hessian import (hessian_next_level, hessians_at_accepted, resident_rows,
+                              warn_no_room)
 from ._newton_step import TRIALS, NewtonSteps, linesearch_l1
 
 __all__ = ["NewtonSolver", "linesearch_l1"]
@@ -249,6 +250,8 @@ class NewtonSolver(NewtonSteps, Solver):
         self.tau = np.zeros(k)     # cg: the curvature below which rows are sampled (below)
         self.rows = resident_rows(self, sched, k)      # (and lazy_h: the Hessians from them)
         self.h_want, self.h_args = {}, None           # (lazy_h: _newton_hessian.py)
+        self.h_next, self.h_sched = {}, None
+        self.dec_ratio = np.full(k, np.inf)    # the last Newton decrement ÷ its threshold
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
@@ -259,6 +262,7 @@ class NewtonSolver(NewtonSteps, Solver):
     history_extras = ("alpha", "smoothing_bound", "polish_passes", "polish_band")
 
     def state_dict(self):
+        hessian_next_level(self, range(self.k))   # (a resumed run could not sum them)
         arrays, meta = super().state_dict()
         if self.rows is not None:              # cg keeps its rows in RAM between steps
             self.rows.save_into(arrays, meta)
@@ -379,7 +383,7 @@ class NewtonSolver(NewtonSteps, Solver):
         if self.lazy_h:                     # what the Hessians after the pass need
             self.h_args = ((self.W.copy(), (Dir, E, WDE), *args[2:7], self.amap.copy(),
                             cutoff, self.full_h),
-                           hessian_sums(k, D1, self.a, P, alphas.shape[1], TRIALS, self.L))
+                           (P, alphas.shape[1], TRIALS))
         if self.rows is not None:
             self.rows.collect_to = "ram" if self.cg or self.lazy_h or (
                 polish is not None and (polish[0] >= 0).any()) else None

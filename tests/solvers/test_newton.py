@@ -424,6 +424,38 @@ def test_hessians_from_the_rows_are_the_pass_s_bit_for_bit(name, n, monkeypatch)
     np.testing.assert_array_equal(a.intercept, b.intercept)
 
 
+@pytest.mark.parametrize("name, n", [("usps/usps.t", 600), ("dna/dna.scale", 1200)])
+def test_the_next_level_s_hessian_summed_late_or_with_its_level_gives_the_same_bits(
+        name, n, monkeypatch):
+    # the next smoothing level's Hessian is summed from the rows only when a model moves to
+    # it (or with its level's, when its decrement says it soon will): whenever it is summed,
+    # the same sums in the same order, so the same model; a guess that is always wrong
+    # (never with its level) and one always early (always with it) agree bit for bit
+    from streamsvm.solvers import _newton_hessian, _newton_polish
+    monkeypatch.setattr(_newton_polish, "_crawls", lambda Z, C: False)   # (CD, L-BFGS-B)
+    monkeypatch.setattr(_newton_polish, "ipm_fits", lambda *a: False)
+    X, y = _load(name, n)
+    sums = []
+    real = _newton_hessian._sum_slots
+
+    def count(solver, sched, slots, first=0):
+        sums.append(first)
+        return real(solver, sched, slots, first)
+
+    monkeypatch.setattr(_newton_hessian, "_sum_slots", count)
+    fits = []
+    for soon in (-np.inf, np.inf):
+        monkeypatch.setattr(_newton_hessian, "_SOON", soon)
+        sums.clear()
+        fits.append((*train(InMemoryStore(X, y, chunk_rows=n // 3), solver="newton",
+                            loss="hinge", tol=1e-3), list(sums)))
+    (a, ra, late), (b, rb, early) = fits
+    assert ra.converged and ra.passes == rb.passes
+    np.testing.assert_array_equal(a.coef, b.coef)
+    np.testing.assert_array_equal(a.intercept, b.intercept)
+    assert 1 in late and 1 not in early          # late: summed again at the level change
+
+
 def test_the_polish_epochs_are_fewer_on_long_rows():
     # coordinate descent's epochs cost more on long rows, L-BFGS-B's products less there
     from streamsvm.solvers._newton_polish import _MIN_EPOCHS, _POLISH_EPOCHS, _epochs
