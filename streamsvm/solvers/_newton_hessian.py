@@ -21,6 +21,7 @@ import numpy as np
 
 from ..exceptions import ConvergenceWarning
 from ..schedule import RowField
+from ._blas import single_blas
 from ._newton_pass import hessian_block, hessian_sums, square_hessians
 
 __all__ = ["NearRows", "hessian_next_level", "hessians_at_accepted", "resident_rows",
@@ -127,8 +128,9 @@ def _sum_slots(solver, sched, slots, first=0) -> None:
     for c in range(k):
         if c not in slots:
             pick[c] = 0
-    res = sched.map_reduce_rows(hessian_block, acc=acc,
-                                args=(*args[:8], cutoff, args[9], pick), rows=solver.rows)
+    with single_blas():
+        res = sched.map_reduce_rows(hessian_block, acc=acc,
+                                    args=(*args[:8], cutoff, args[9], pick), rows=solver.rows)
     H = square_hessians(res["H"])
     for c, sl in slots.items():
         solver.H[c, first:first + len(sl)] = H[c, :len(sl)]

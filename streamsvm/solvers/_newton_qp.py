@@ -17,12 +17,10 @@ is dual feasible: numerical trouble can weaken the bound, never invalidate it.
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import scipy.linalg
 
-__all__ = ["ipm_cost", "ipm_fits", "single_blas", "solve_box_qp"]
+__all__ = ["ipm_cost", "ipm_fits", "solve_box_qp"]
 
 _ITERS = 40        # most interior-point iterations
 _RTOL = 1e-11      # stop at this complementarity, relative to 1 + |f(a)|
@@ -41,21 +39,6 @@ def ipm_fits(m: int, D: int, visits: int) -> bool:
     """Whether a solve over ``m`` rows of ``D`` columns fits ``visits`` row visits of the
     polish's budget (a visit of a dense row: 2·D operations)."""
     return ipm_cost(m, D) <= 2.0 * visits * D
-
-
-_CONTROLLER = []
-
-
-@contextlib.contextmanager
-def single_blas():
-    """BLAS on one thread inside: the interior point's matrices (a few hundred rows) are
-    factored twice as fast on one thread as on two here (usps's Cholesky factorizations:
-    0.9 s against 5.2 s in a run), and nothing else runs beside the polish."""
-    if not _CONTROLLER:
-        from threadpoolctl import ThreadpoolController
-        _CONTROLLER.append(ThreadpoolController())
-    with _CONTROLLER[0].limit(limits=1, user_api="blas"):
-        yield
 
 
 def solve_box_qp(Zd, u, C, a0=None):

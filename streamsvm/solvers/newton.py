@@ -78,10 +78,11 @@ is that point) and the best dual bound, both exact:
   restricted to the resident rows, every other row's dual at its bound (``C_i`` past the
   band, 0 before), is solved from the last polish's duals of the rows that were near then
   (a per-row state, ``newton.a``, NaN for the others) and the smoothed duals of the rest.
-  With ρ = 0 it is dcd's dual with ``w`` offset by ``u``, so dcd's in-memory epochs (class
-  by class, shrinking, to a projected-gradient spread of 1e-4, at most 300 epochs, fewer on
-  long rows) run first, and L-BFGS-B with box constraints (on a dense copy of dense rows)
-  takes over where they hit their limit (ill-conditioned rows: usps, pendigits) and with ℓ1. Any such point is dual feasible, so
+  With ρ = 0 it is dcd's dual with ``w`` offset by ``u``, a box QP: an interior point
+  solves it exactly on dense rows past ``C·R² = 100`` (usps, pendigits: :mod:`._newton_qp`),
+  dcd's in-memory epochs elsewhere (class by class, shrinking, to a projected-gradient
+  spread of 1e-4, at most 300 epochs, fewer on long rows), the interior point or L-BFGS-B
+  where they stall; with ℓ1, L-BFGS-B. Any such point is dual feasible, so
   ``D`` is a bound at once; ``soft(u + Σ a_i y_i x̄_i, ρ)`` is a primal candidate whose value
   the next pass evaluates alongside its own work. Once the iterate's partition of the rows
   is right, the candidate is the optimum. Its row visits are reported as ``polish_passes``
@@ -165,7 +166,9 @@ class NewtonSolver(NewtonSteps, Solver):
         Param("polish_work", "float", 1.0, "hinge: the most work of one polish per model, "
               "as a multiple of a pass's (counted in operations on the rows' entries); the "
               "next polish goes on from its duals (0: up to 300 epochs of coordinate descent "
-              "and 500 L-BFGS-B iterations)", low=0.0),
+              "and 500 L-BFGS-B iterations). On dense rows where coordinate descent crawls "
+              "(C*R^2 > 100) the polish is an exact interior-point solve instead, at most 40 "
+              "iterations, whatever this bound", low=0.0),
         Param("band", "float", 0.5, "hinge: the margin band of the polish's resident rows",
               low=0.0, low_open=True),
         Param("fused", "bool", True, "one pass per Newton step (the Armijo trials and the next "
@@ -249,9 +252,9 @@ class NewtonSolver(NewtonSteps, Solver):
         self._cg_rows = (0, {})
         self.tau = np.zeros(k)     # cg: the curvature below which rows are sampled (below)
         self.rows = resident_rows(self, sched, k)      # (and lazy_h: the Hessians from them)
-        self.h_want, self.h_args = {}, None           # (lazy_h: _newton_hessian.py)
-        self.h_next, self.h_sched = {}, None
-        self.dec_ratio = np.full(k, np.inf)    # the last Newton decrement ÷ its threshold
+        # (lazy_h: _newton_hessian.py; dec_ratio: the last Newton decrement ÷ its threshold)
+        self.h_want, self.h_args, self.h_next, self.h_sched = {}, None, {}, None
+        self.dec_ratio = np.full(k, np.inf)
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",

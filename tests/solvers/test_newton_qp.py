@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from streamsvm.solvers._newton_qp import ipm_cost, ipm_fits, single_blas, solve_box_qp
+from streamsvm.solvers._blas import single_blas
+from streamsvm.solvers._newton_qp import ipm_cost, ipm_fits, solve_box_qp
 
 
 def _f(Z, u, a):
