@@ -18,13 +18,14 @@ is dual feasible: numerical trouble can weaken the bound, never invalidate it.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
+import scipy.linalg.lapack
 
 __all__ = ["ipm_cost", "ipm_fits", "solve_box_qp"]
 
 _ITERS = 40        # most interior-point iterations
 _RTOL = 1e-11      # stop at this complementarity, relative to 1 + |f(a)|
 _STEP = 0.995      # the fraction of the way to the boundary a step may go
+_POTRF, _POTRS = scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dpotrs
 _EDGE = 1e-15      # the iterates stay this share of C inside the box
 
 
@@ -100,22 +101,37 @@ def solve_box_qp(Zd, u, C, a0=None):
 
 
 def _factor(Zd, Q, dg, small):
-    """``x ↦ (Z Zᵀ + diag(dg))⁻¹ x``, or None when the factorization fails."""
-    try:
-        if small:
-            M = Q.copy()
-            M[np.diag_indices_from(M)] += dg
-            cf = scipy.linalg.cho_factor(M, lower=True, check_finite=False)
-            return lambda r: scipy.linalg.cho_solve(cf, r, check_finite=False)
-        dinv = 1.0 / dg
-        ZD = Zd * dinv[:, None]
-        M = Zd.T @ ZD
-        M[np.diag_indices_from(M)] += 1.0
-        cf = scipy.linalg.cho_factor(M, lower=True, check_finite=False)
-        return lambda r: dinv * r - ZD @ scipy.linalg.cho_solve(cf, ZD.T @ r,
-                                                                check_finite=False)
-    except (np.linalg.LinAlgError, ValueError):
+    """``x ↦ (Z Zᵀ + diag(dg))⁻¹ x``, or None when the factorization fails (LAPACK's
+    ``dpotrf``/``dpotrs`` called directly: scipy's ``cho_factor``/``cho_solve`` wrappers
+    took as long as the factorizations at these sizes)."""
+    if small:
+        M = Q.copy()
+        M[np.diag_indices_from(M)] += dg
+        cf = _cholesky(M)
+        if cf is None:
+            return None
+        return lambda r: _potrs(cf, r)
+    dinv = 1.0 / dg
+    ZD = Zd * dinv[:, None]
+    M = Zd.T @ ZD
+    M[np.diag_indices_from(M)] += 1.0
+    cf = _cholesky(M)
+    if cf is None:
         return None
+    return lambda r: dinv * r - ZD @ _potrs(cf, ZD.T @ r)
+
+
+def _cholesky(M):
+    """The lower Cholesky factor of the symmetric ``M`` (overwritten), or None."""
+    if not np.isfinite(M).all():
+        return None
+    c, info = _POTRF(M.T, lower=1, clean=0, overwrite_a=1)   # (M.T: Fortran order, no copy)
+    return c if info == 0 else None
+
+
+def _potrs(cf, r):
+    x, info = _POTRS(cf, r, lower=1)
+    return x
 
 
 def _direction(solve, rd, rl, ru, lo, up, s, t):
