@@ -25,5 +25,11 @@ def test_newton_in_ram_measures_both_solvers_and_the_checkout_before(tmp_path, c
     assert rows[0]["newton_before"]["package"].startswith(str(ROOT))
     # the same code either way: the same iterates
     assert rows[0]["newton"]["primal"] == rows[0]["newton_before"]["primal"]
+    # the polish's seconds and the passes' own, newton only
+    for key in ("newton", "newton_before"):
+        r = rows[0][key]
+        assert r["polish_s_per_pass"] > 0 and r["work_s_per_pass"] > 0
+    assert rows[0]["dcd"]["polish_s_per_pass"] == 0
     table = capsys.readouterr().out
     assert "| vowel.scale |" in table and "newton before" in table
+    assert "polish ÷ pass s (before)" in table
