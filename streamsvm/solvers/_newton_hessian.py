@@ -125,9 +125,6 @@ def _sum_slots(solver, sched, slots, first=0) -> None:
         cutoff[c, sl] = args[8][c, sl]
         pick[c, :len(sl)] = sl
         pick[c, len(sl):] = sl[0] + 1       # (the next level's, at infinity: no sum)
-    for c in range(k):
-        if c not in slots:
-            pick[c] = 0
     with single_blas():
         res = sched.map_reduce_rows(hessian_block, acc=acc,
                                     args=(*args[:8], cutoff, args[9], pick), rows=solver.rows)

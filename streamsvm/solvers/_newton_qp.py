@@ -48,26 +48,25 @@ def solve_box_qp(Zd, u, C, a0=None):
     (in the box) is returned instead when it is the better point (the factorization
     failed or stopped early)."""
     m, D = Zd.shape
-    c = Zd @ u - 1.0                       # ∇f(0)
     small = m <= D
     Q = Zd @ Zd.T if small else None
 
-    def qdot(a):
-        return Q @ a if small else Zd @ (Zd.T @ a)
+    def f_grad(a):                         # f(a) and ∇f(a) = Z w − 1, w = u + Zᵀa once
+        w = u + Zd.T @ a
+        return 0.5 * float(w @ w) - float(a.sum()), Zd @ w - 1.0
 
     def f(a):
-        v = u + Zd.T @ a
-        return 0.5 * float(v @ v) - float(a.sum())
+        return f_grad(a)[0]
 
     a = 0.5 * C
-    scale = max(1.0, float(np.abs(c).max(initial=0.0)))
+    scale = max(1.0, float(np.abs(Zd @ u - 1.0).max(initial=0.0)))     # |∇f(0)|
     s, t = np.full(m, scale), np.full(m, scale)
     it = 0
     for it in range(1, _ITERS + 1):
         lo, up = a, C - a
-        rd = qdot(a) + c - s + t
+        fa, g = f_grad(a)
+        rd = g - s + t
         comp = float(a @ s + up @ t)
-        fa = f(a)
         if comp <= _RTOL * (1.0 + abs(fa)) and \
                 float(np.abs(rd).max()) <= 1e-9 * scale:
             break
