@@ -48,6 +48,8 @@ log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, und
 
 _CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS,
+_BLAS_SHARE = 0.5       # ... and its margins and sums by BLAS past this share (usps, 257
+                        # columns, 10 models: a pass's 0.128 s → 0.093 s; dna's 26 %: 2× slower)
 _SYRK_COLS = 64         # ... its lower triangle alone (dsyrk) from this many columns (letter,
                         # 17 columns, 26 models: 2.8 s against 2.6 s with the whole product)
 HIST_BINS = 24          # the polish's histogram of |z|: edges band·2^(-j/2), j < this
@@ -197,58 +199,83 @@ def square_hessians(H):
     return H
 
 
+def dense_rows(block, unit, B, d, share=_DENSE_SHARE):
+    """The block's rows as a dense (n_rows, n_features + 1) array, the bias ``B`` in the
+    last column, when more than ``share`` of its entries are non-zero (else None): its
+    Hessians (``_DENSE_SHARE``), and past ``_BLAS_SHARE`` its margins and sums, are then
+    BLAS products."""
+    n = block.n_rows
+    if len(block.indices) <= share * n * d:
+        return None
+    Xd = np.empty((n, d + 1))
+    Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
+                                         block.indices, block.indptr), shape=(n, d)).toarray()
+    Xd[:, d] = B
+    return Xd
+
+
 def _rows_of(block, args, acc):
     """A block's margins and per-row terms (``newton_rows``) for ``args`` of a pass:
-    ``(X, Ev, coef, h, M)``, ``Ev`` the margins at each point, ``coef`` and ``h`` per slot,
-    ``M`` the polish candidate's margins (without the bias) when ``WDE`` carries it (no
-    rows otherwise)."""
+    ``(X, Xd, Ev, coef, h, M)``, ``Xd`` the dense rows (:func:`dense_rows`, or None),
+    ``Ev`` the margins at each point, ``coef`` and ``h`` per slot, ``M`` the polish
+    candidate's margins (without the bias) when ``WDE`` carries it (no rows otherwise)."""
     W, (Dir, E, WDE), trying, prob, B, unit, plan = args[:7]
     X = (block.indptr, block.indices, block.data)
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
     L = plan[3].shape[1]
     P = max(1, int(plan[4].max()))
+    Xd = dense_rows(block, unit, B, d, _BLAS_SHARE)
     U = np.empty((n, k))
     Ev = np.empty((P, n, k))
     M = np.empty((n if trying and WDE.shape[1] == 4 * k else 0, k))
     if trying:                       # point 0 at E (the first trials), point p at trial p
-        V = np.empty((n, k))
-        newton_margins(X, WDE, (U, V, Ev[0], M))
-        U += B * W[d]
-        V += B * Dir[d]
-        Ev[0] += B * E[d]
+        if Xd is not None:           # (with the bias: the last column)
+            R = Xd @ np.vstack([WDE[:d], np.concatenate(
+                [W[d], Dir[d], E[d], np.zeros(WDE.shape[1] - 3 * k)])[None, :]])
+            U[:], V, Ev[0] = R[:, :k], R[:, k:2 * k], R[:, 2 * k:3 * k]
+            if len(M):
+                M[:] = R[:, 3 * k:]
+        else:
+            V = np.empty((n, k))
+            newton_margins(X, WDE, (U, V, Ev[0], M))
+            U += B * W[d]
+            V += B * Dir[d]
+            Ev[0] += B * E[d]
         for p in range(1, P):
             Ev[p] = U + plan[1][:, p] * V
     else:
-        csr_matmat(X, W, U)
-        U += B * W[d]
+        if Xd is not None:
+            np.matmul(Xd, W, out=U)
+        else:
+            csr_matmat(X, W, U)
+            U += B * W[d]
         V = U
         Ev[0] = U
     coef, h = np.empty((L, n, k)), np.empty((L, n, k))
     newton_rows(block.y, (U, V, Ev), prob, plan,
                 (acc["ftry"], acc["f"], acc["sb"], acc["sbpos"], acc["loss"], acc["csum"]),
                 (coef, h))
-    return X, Ev, coef, h, M
+    return X, Xd, Ev, coef, h, M
 
 
-def _add_hessians(block, X, h, args, out_H):
+def _add_hessians(block, X, Xd, h, args, out_H):
     """Add the block's rows to the Hessian of every slot whose cutoff is finite (``dense``:
-    the Hessian covers every feature): by BLAS on dense rows, else row by row."""
-    W, B, unit, amap, cutoff, dense = args[0], args[4], args[5], args[7], args[8], args[-1]
-    n, k, d, L = block.n_rows, W.shape[1], W.shape[0] - 1, h.shape[0]
-    if dense and len(block.indices) > _DENSE_SHARE * n * d:
+    the Hessian covers every feature): by BLAS on dense rows ``Xd``, else row by row."""
+    W, unit, amap, cutoff, dense = args[0], args[5], args[7], args[8], args[-1]
+    B = args[4]
+    k, L = W.shape[1], h.shape[0]
+    if dense and Xd is None:
+        Xd = dense_rows(block, unit, B, W.shape[0] - 1)
+    if dense and Xd is not None:
         # dense rows and a Hessian over every feature: BLAS on the rows with curvature
-        Xd = np.empty((n, d + 1))
-        Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
-                                   block.indices, block.indptr), shape=(n, d)).toarray()
-        Xd[:, d] = B
         for c in range(k):
             for lv in range(L):
                 sel = (h[lv, :, c] > 0.0) & (h[lv, :, c] >= cutoff[c, lv])
                 if not sel.any():
                     continue
                 Xs = Xd[sel]
-                if d + 1 < _SYRK_COLS:          # (narrow: the call costs more than the sums)
+                if Xd.shape[1] < _SYRK_COLS:    # (narrow: the call costs more than the sums)
                     out_H[c, :, :, lv] += (Xs.T * h[lv, sel, c]) @ Xs
                 else:   # the lower triangle only (square_hessians mirrors it): BLAS's
                     # rank-k update of the rows scaled by √h_i, half a product's work
@@ -266,11 +293,11 @@ def hessian_block(block, views, args, acc):
     ``acc["H"]`` (k, a, a, levels), those whose cutoff is finite only
     (``sched.map_reduce_rows`` over the rows kept in RAM: :mod:`._newton_hessian`): the
     same operations per slot, so the same bits."""
-    X, _, _, h, _ = _rows_of(block, args, acc)
+    X, Xd, _, _, h, _ = _rows_of(block, args, acc)
     pick, k = args[10], h.shape[2]
     h = np.ascontiguousarray(h[pick.T, :, np.arange(k)].transpose(0, 2, 1))   # (levels, n, k)
     cut = args[8][np.arange(k)[:, None], pick]
-    _add_hessians(block, X, h, (*args[:8], cut, args[9]), acc["H"])
+    _add_hessians(block, X, Xd, h, (*args[:8], cut, args[9]), acc["H"])
 
 
 def newton_block(block, views, args, acc):
@@ -281,7 +308,7 @@ def newton_block(block, views, args, acc):
     n, k = block.n_rows, W.shape[1]
     d = W.shape[0] - 1
     L = plan[3].shape[1]
-    X, Ev, coef, h, M = _rows_of(block, args, acc)
+    X, Xd, Ev, coef, h, M = _rows_of(block, args, acc)
     positive = block.y[:, None] == prob.pos[None, :]
     lens = np.diff(block.indptr)
     none = np.empty((0, k))
@@ -304,8 +331,8 @@ def newton_block(block, views, args, acc):
         # are summed after the pass (_newton_hessian.py), the polish's marks added below
         views[0][:] = 4
     else:
-        _add_hessians(block, X, h, (W, None, None, None, B, unit, None, amap, cutoff,
-                                    hess == "full"), acc["H"])
+        _add_hessians(block, X, Xd, h, (W, None, None, None, B, unit, None, amap, cutoff,
+                                        hess == "full"), acc["H"])
     if polish is not None:
         band, cand, cand_live, hband = polish
         yk = np.where(positive, 1.0, -1.0)
@@ -332,17 +359,21 @@ def newton_block(block, views, args, acc):
                                      Ck * np.maximum(0.0, 1.0 - yk * M), 0.0).sum(axis=0)
     # the gradients of every slot, the diagonal and the polish's sum: one read of the rows
     sums = acc["sums"]
-    newton_scatter(X, coef, hd, cu, sums)
+    if Xd is not None and hess != "cg":     # (with the bias: the last column)
+        sums += Xd.T @ np.hstack([*coef, *([cu] if len(cu) else [])])
+    else:
+        newton_scatter(X, coef, hd, cu, sums)
+        for lv in range(L):
+            sums[d, lv * k:(lv + 1) * k] += B * coef[lv].sum(axis=0)
+        if polish is not None:
+            sums[d, (L + int(hess == "cg")) * k:] += B * cu.sum(axis=0)
     for lv in range(L):
-        sums[d, lv * k:(lv + 1) * k] += B * coef[lv].sum(axis=0)
         if free:
             cp = np.where(positive, coef[lv], 0.0)
             csr_rmatmat_add(X, cp, acc["gpos"][lv])
             acc["gpos"][lv, d] += B * cp.sum(axis=0)
     if hess == "cg":
         sums[d, L * k:(L + 1) * k] += B * B * h[0].sum(axis=0)
-    if polish is not None:
-        sums[d, (L + int(hess == "cg")) * k:] += B * cu.sum(axis=0)
 
 
 def _margin_histogram(az, lens, live, hband, out):

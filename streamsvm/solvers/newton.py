@@ -107,6 +107,7 @@ from ..exceptions import InvalidParameterError
 from ..problem import Problem
 from ._base import (BIAS_PARAM, C_PARAM, CLASS_WEIGHT_PARAM, COMMON_PARAMS, Param, Solver,
                     register)
+from ._blas import small_blas
 from ._newton_pass import (HIST_BINS, accumulators, band_that_fits, fit_hessians,
                            newton_block, slots, split_sums, square_hessians,
                            threshold_that_fits)
@@ -252,9 +253,8 @@ class NewtonSolver(NewtonSteps, Solver):
         self._cg_rows = (0, {})
         self.tau = np.zeros(k)     # cg: the curvature below which rows are sampled (below)
         self.rows = resident_rows(self, sched, k)      # (and lazy_h: the Hessians from them)
-        # (lazy_h: _newton_hessian.py; dec_ratio: the last Newton decrement ÷ its threshold)
         self.h_want, self.h_args, self.h_next, self.h_sched = {}, None, {}, None
-        self.dec_ratio = np.full(k, np.inf)
+        self.dec_ratio = np.full(k, np.inf)     # the last Newton decrement ÷ its threshold
 
     state_arrays = ("W", "A", "blocked", "done", "valid", "level_steps", "halvings",
                     "amap", "alpha", "alpha_next", "fs", "gl", "H", "loss_true",
@@ -289,6 +289,7 @@ class NewtonSolver(NewtonSteps, Solver):
         return self.Wbest[:-1].T.copy(), self.Wbest[-1] * self.bias
 
     # -- one outer iteration: decide, one pass, absorb ------------------------------------
+    @small_blas
     def step(self, sched) -> dict:
         requests = {c: self._decide(c) for c in range(self.k) if not self.done[c]}
         requests = {c: r for c, r in requests.items() if r is not None}
@@ -307,6 +308,7 @@ class NewtonSolver(NewtonSteps, Solver):
         self._polish(sched, res, E)
         return self._entry(kind)
 
+    @small_blas
     def final_check(self, sched) -> dict:
         stale = [c for c in range(self.k) if not self.valid[c]]
         if stale:
@@ -357,8 +359,8 @@ class NewtonSolver(NewtonSteps, Solver):
         nxt = np.maximum(self.alpha / self.alpha_factor, self.alpha_floor)
         alphas, cutoff = slots(self.alpha, nxt, self.L, n_points, self.prob, self.sq)
         P = max(1, int(n_points.max()))
-        acc = accumulators(k, D1, 1 if self.lazy_h else self.a, P, alphas.shape[1], TRIALS, free_bias=self.free_bias,
-                           polish=self.polishing, cg=self.cg)
+        acc = accumulators(k, D1, 1 if self.lazy_h else self.a, P, alphas.shape[1], TRIALS,
+                           free_bias=self.free_bias, polish=self.polishing, cg=self.cg)
         polish = None
         if self.rows is not None:
             self.rows.leave_ram()
@@ -372,8 +374,7 @@ class NewtonSolver(NewtonSteps, Solver):
             band = np.where(live & (self.alpha <= self.band / 2), fit, -1.0)
             self.band_used = float(band.max(initial=-1.0))
             polish = (band, self.cand.copy(), self.cand_live.copy(), self.band)
-        hess = "cg" if self.cg else "lazy" if self.lazy_h else "full" if self.full_h else \
-            "active"
+        hess = "cg" if self.cg else "lazy" if self.lazy_h else "full" if self.full_h else "active"
         sample = self.tau if self.cg else None      # (the rows with curvature sampled)
         trying = bool(n_trials.any())
         # W, Dir and E side by side (newton_margins), and the candidate the polish evaluates
