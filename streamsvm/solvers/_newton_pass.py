@@ -8,7 +8,9 @@ and smoothing levels per pass) to the budget; :func:`slots` gives each evaluatio
 of ``kernels/_newton.py``, the gradient and the Hessian by one of three modes: dense BLAS,
 the active columns' ``newton_hess_add``, or none with cg, whose rows with curvature it
 marks for the resident rows; and the polish's marks and sums); :func:`square_hessians`
-turns the reduced sums into symmetric Hessians.
+turns the reduced sums into symmetric Hessians. A block more than ``_BLAS_SHARE`` non-zero
+is copied dense (:func:`dense_rows`) and its margins and sums are BLAS products (the steps
+that run it keep BLAS on one thread: ``_blas.small_blas``).
 
 
 Hessian-free (cg): when the rows with curvature do not all fit the RAM slab (70% of its
