@@ -50,10 +50,13 @@ log = logging.getLogger("streamsvm.solvers.newton")     # newton's messages, und
 
 _CUTOFF = 1e-6          # Hessian rows with curvature below this share of the peak C/(2α)
 _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian by BLAS,
-_BLAS_SHARE = 0.5       # ... and its margins and sums by BLAS past this share (usps, 257
-                        # columns, 10 models: a pass's 0.128 s → 0.093 s; dna's 26 %: 2× slower)
 _SYRK_COLS = 64         # ... its lower triangle alone (dsyrk) from this many columns (letter,
                         # 17 columns, 26 models: 2.8 s against 2.6 s with the whole product)
+_BLAS_SHARE = 0.5       # blocks past this share: also their margins and sums by BLAS (usps,
+                        # 257 columns, 10 models: a pass's 0.128 s → 0.093 s; dna's 26 %: 2×
+                        # slower)
+_BLAS_ENTRIES = 4_000_000   # ... for blocks of at most this many entries (a 32 MB copy, which
+                            # no budget counts, kept small next to the blocks in flight)
 HIST_BINS = 24          # the polish's histogram of |z|: edges band·2^(-j/2), j < this
 H_BINS = 100            # cg's histogram of curvatures: bin j holds h in (2^(H_TOP-j-1), 2^(H_TOP-j)]
 H_TOP = 40
@@ -201,13 +204,13 @@ def square_hessians(H):
     return H
 
 
-def dense_rows(block, unit, B, d, share=_DENSE_SHARE):
+def dense_rows(block, unit, B, d, share=_DENSE_SHARE, most=None):
     """The block's rows as a dense (n_rows, n_features + 1) array, the bias ``B`` in the
-    last column, when more than ``share`` of its entries are non-zero (else None): its
-    Hessians (``_DENSE_SHARE``), and past ``_BLAS_SHARE`` its margins and sums, are then
-    BLAS products."""
+    last column, when more than ``share`` of its entries are non-zero and it has at most
+    ``most`` entries (else None): its Hessians (``_DENSE_SHARE``), and past ``_BLAS_SHARE``
+    its margins and sums (``_BLAS_ENTRIES`` at most), are then BLAS products."""
     n = block.n_rows
-    if len(block.indices) <= share * n * d:
+    if len(block.indices) <= share * n * d or (most is not None and n * (d + 1) > most):
         return None
     Xd = np.empty((n, d + 1))
     Xd[:, :d] = scipy.sparse.csr_matrix((np.ones(len(block.indices)) if unit else block.data,
@@ -227,7 +230,7 @@ def _rows_of(block, args, acc):
     d = W.shape[0] - 1
     L = plan[3].shape[1]
     P = max(1, int(plan[4].max()))
-    Xd = dense_rows(block, unit, B, d, _BLAS_SHARE)
+    Xd = dense_rows(block, unit, B, d, _BLAS_SHARE, _BLAS_ENTRIES)
     U = np.empty((n, k))
     Ev = np.empty((P, n, k))
     M = np.empty((n if trying and WDE.shape[1] == 4 * k else 0, k))

@@ -26,8 +26,8 @@ def _spy_dense(monkeypatch):
     seen = {"dense": 0, "csr": 0}
     real = _newton_pass.dense_rows
 
-    def spy(block, unit, B, d, share=_newton_pass._DENSE_SHARE):
-        out = real(block, unit, B, d, share)
+    def spy(block, unit, B, d, share=_newton_pass._DENSE_SHARE, most=None):
+        out = real(block, unit, B, d, share, most)
         if share == _newton_pass._BLAS_SHARE:
             seen["dense" if out is not None else "csr"] += 1
         return out
@@ -79,6 +79,24 @@ def test_dense_and_csr_margins_train_the_same_model(monkeypatch):
     (a, ra), (b, rb) = fits
     assert ra.converged and rb.converged and ra.passes == rb.passes
     np.testing.assert_allclose(a.coef, b.coef, rtol=1e-6, atol=1e-8)
+
+
+def test_a_dense_copy_only_past_its_share_and_below_its_size():
+    from streamsvm.schedule._blocks import Block
+    from streamsvm.solvers._newton_pass import dense_rows
+    X, y = _usps(40)
+    X = X.astype(np.float32)
+    block = Block(id=0, row_start=0, indptr=X.indptr, indices=X.indices, data=X.data, y=y,
+                  rank=0)
+    d = X.shape[1]
+    Xd = dense_rows(block, False, 2.0, d, 0.5, 40 * (d + 1))
+    np.testing.assert_array_equal(Xd, np.hstack([X.toarray(), np.full((40, 1), 2.0)]))
+    assert dense_rows(block, False, 2.0, d, 0.5, 40 * (d + 1) - 1) is None   # too many
+    assert dense_rows(block, False, 2.0, d, 1.0) is None                      # not dense
+    unit = sp.csr_matrix((np.ones(X.nnz, np.float32), X.indices, X.indptr), shape=X.shape)
+    ones = Block(id=0, row_start=0, indptr=X.indptr, indices=X.indices,
+                 data=np.zeros(0, np.float32), y=y, rank=0)              # (binary values)
+    np.testing.assert_array_equal(dense_rows(ones, True, 1.0, d)[:, :d], unit.toarray())
 
 
 @pytest.mark.filterwarnings("ignore::streamsvm.exceptions.ConvergenceWarning")
