@@ -146,3 +146,31 @@ def test_the_polish_s_copy_of_its_rows_is_the_scaled_rows_bit_for_bit(name):
     w = np.linspace(-1.0, 1.0, X.shape[1] + 1)
     np.testing.assert_array_equal(S.dot(w), ref.toarray() @ w if dense else ref @ w)
     np.testing.assert_array_equal(S.dense(), ref.toarray())      # (a copy made on demand)
+
+
+@pytest.mark.parametrize("pair_rows", [7, 1024])
+def test_narrow_hessians_in_one_product_are_every_slot_s_sum(pair_rows, monkeypatch):
+    # below _SYRK_COLS columns every slot's Hessian comes from one product of the rows'
+    # pairwise products and the slots' curvatures: each slot's Σ h_i x_i x_iᵀ over the rows
+    # at or above its cutoff (lower triangle), an infinite cutoff adding nothing
+    from streamsvm.solvers import _newton_pass
+    monkeypatch.setattr(_newton_pass, "_PAIR_ROWS", pair_rows)
+    rng = np.random.default_rng(3)
+    n, a, k, L = 50, 17, 3, 4
+    Xd = rng.standard_normal((n, a))
+    h = rng.random((L, n, k)) * (rng.random((L, n, k)) > 0.3)
+    cutoff = np.full((k, L), 0.25)
+    cutoff[1, 2] = np.inf
+    out = rng.standard_normal((k, a, a, L))
+    before = out.copy()
+    _newton_pass._add_narrow(Xd, h, cutoff, out)
+    low = np.tril_indices(a)
+    for c in range(k):
+        for lv in range(L):
+            sel = (h[lv, :, c] > 0) & (h[lv, :, c] >= cutoff[c, lv])
+            want = before[c, :, :, lv] + (Xd[sel].T * h[lv, sel, c]) @ Xd[sel]
+            np.testing.assert_allclose(out[c, :, :, lv][low], want[low], rtol=1e-12,
+                                       atol=1e-12)
+            np.testing.assert_array_equal(np.triu(out[c, :, :, lv], 1),
+                                          np.triu(before[c, :, :, lv], 1))
+    np.testing.assert_array_equal(out[1, :, :, 2], before[1, :, :, 2])
