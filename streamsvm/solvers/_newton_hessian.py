@@ -118,19 +118,25 @@ def _sum_slots(solver, sched, slots, first=0) -> None:
     args, _ = solver.h_args
     width = max(len(v) for v in slots.values())
     k = solver.k
-    acc = hessian_sums(k, solver.d + 1, solver.a, *solver.h_args[1], width)
+    models = np.array(sorted(slots), dtype=np.int64)       # (the others are not computed)
+    acc = hessian_sums(k, solver.d + 1, solver.a, *solver.h_args[1], width, len(models))
     cutoff = np.full_like(args[8], np.inf)
     pick = np.zeros((k, width), dtype=np.int64)
     for c, sl in slots.items():
         cutoff[c, sl] = args[8][c, sl]
         pick[c, :len(sl)] = sl
         pick[c, len(sl):] = sl[0] + 1       # (the next level's, at infinity: no sum)
+    live = np.zeros(k, dtype=bool)
+    live[models] = args[6][0][models]
+    plan = (live, *args[6][1:])
     with single_blas():
-        res = sched.map_reduce_rows(hessian_block, acc=acc,
-                                    args=(*args[:8], cutoff, args[9], pick), rows=solver.rows)
+        res = sched.map_reduce_rows(hessian_block, acc=acc, rows=solver.rows,
+                                    args=(*args[:6], plan, args[7], cutoff, args[9], pick,
+                                          models))
     H = square_hessians(res["H"])
-    for c, sl in slots.items():
-        solver.H[c, first:first + len(sl)] = H[c, :len(sl)]
+    for j, c in enumerate(models.tolist()):
+        sl = slots[c]
+        solver.H[c, first:first + len(sl)] = H[j, :len(sl)]
 
 
 class NearRows:

@@ -176,12 +176,12 @@ def accumulators(k, D1, a, P, L, trials, *, free_bias, polish, cg) -> dict:
     return acc
 
 
-def hessian_sums(k, D1, a, P, L, trials, levels) -> dict:
+def hessian_sums(k, D1, a, P, L, trials, levels, m=None) -> dict:
     """The sums of :func:`hessian_block`: the per-row terms' (unused) and the Hessians' at
-    ``levels`` slots per model."""
+    ``levels`` slots of each of ``m`` models (all ``k`` when None)."""
     acc = accumulators(k, D1, 1, P, L, trials, free_bias=False, polish=False, cg=False)
     acc = {key: acc[key] for key in ("ftry", "f", "sb", "sbpos", "loss", "csum")}
-    acc["H"] = Accumulator((k, a, a, levels))
+    acc["H"] = Accumulator((k if m is None else m, a, a, levels))
     return acc
 
 
@@ -317,15 +317,16 @@ def _add_narrow(Xd, h, cutoff, out_H):
 
 def hessian_block(block, views, args, acc):
     """The Hessians a pass with ``args[:10]`` would have summed on this block at the
-    slots ``args[10]`` ((k, levels): model ``c``'s slots, its point's levels) into
-    ``acc["H"]`` (k, a, a, levels), those whose cutoff is finite only
-    (``sched.map_reduce_rows`` over the rows kept in RAM: :mod:`._newton_hessian`): the
-    same operations per slot, so the same bits."""
+    slots ``args[10]`` ((k, levels): model ``c``'s slots, its point's levels) of the models
+    ``args[11]`` into ``acc["H"]`` (models, a, a, levels), those whose cutoff is finite only
+    (``sched.map_reduce_rows`` over the rows kept in RAM: :mod:`._newton_hessian`; the
+    other models not computed): the same operations per slot, so the same bits."""
     X, Xd, _, _, h, _ = _rows_of(block, args, acc)
-    pick, k = args[10], h.shape[2]
-    h = np.ascontiguousarray(h[pick.T, :, np.arange(k)].transpose(0, 2, 1))   # (levels, n, k)
-    cut = args[8][np.arange(k)[:, None], pick]
-    _add_hessians(block, X, Xd, h, (*args[:8], cut, args[9]), acc["H"])
+    pick, models = args[10][args[11]], args[11]
+    h = np.ascontiguousarray(h[pick.T, :, models].transpose(0, 2, 1))   # (levels, n, m)
+    cut = args[8][models[:, None], pick]
+    W, amap = args[0][:, models], args[7][:, models]
+    _add_hessians(block, X, Xd, h, (W, *args[1:7], amap, cut, args[9]), acc["H"])
 
 
 def newton_block(block, views, args, acc):
