@@ -53,7 +53,7 @@ _DENSE_SHARE = 0.25     # blocks with more nonzeros than this share: the Hessian
 _SYRK_COLS = 64         # ... its lower triangle alone (dsyrk) from this many columns; below
                         # it every slot's at once (_add_narrow)
 _PAIR_ROWS = 1024       # ... there, the pairwise products of this many rows at a time (at most
-                        # 2,016 pairs: 16 MB)
+                        # 2,016 pairs: three temporaries of up to 16 MB)
 _BLAS_SHARE = 0.5       # blocks past this share: also their margins and sums by BLAS (usps,
                         # 257 columns, 10 models: a pass's 0.128 s → 0.093 s; dna's 26 %: 2×
                         # slower)
