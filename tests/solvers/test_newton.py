@@ -73,6 +73,23 @@ def test_smooth_hinge_is_cancellation_free_and_its_derivatives_agree():
         np.testing.assert_allclose(out[:, 2], (hi[:, 1] - lo[:, 1]) / (2 * h), atol=1e-5)
 
 
+def test_smooth_hinge_at_margins_whose_square_overflows():
+    """``r = √(α² + z²)`` (a square root, not ``hypot``) switches to ``r = |z|`` before ``z²``
+    overflows: finite values with the conjugate forms' accuracy out to ±1e300."""
+    z = np.concatenate([-np.logspace(140, 300, 33), np.logspace(140, 300, 33)])
+    for alpha in (1e-10, 1.0, 10.0):
+        out = np.empty((len(z), 3))
+        smooth_hinge(z, alpha, out)
+        j, j1, _ = out.T
+        zl, al = z.astype(np.longdouble), np.longdouble(alpha)
+        r = np.sqrt(al * al + zl * zl)
+        with np.errstate(divide="ignore"):            # (the branch np.where does not take)
+            exact = np.where(zl >= 0, 0.5 * (zl + r), 0.5 * al * al / (r - zl))
+        np.testing.assert_allclose(j, exact.astype(float), rtol=1e-13)
+        np.testing.assert_array_equal(j1, np.where(z > 0, 1.0, j1))
+        assert np.all(np.isfinite(out)) and np.all((j1 >= 0) & (j1 <= 1))
+
+
 # -- spec §8.3: the ℓ1 line search ------------------------------------------------------------
 
 def _phi(s, w, d, b, a, pen):

@@ -9,8 +9,10 @@ of this checkout, or of ``--before``'s, imported first), and each kernel is time
 the best of ``--repeat`` calls after one untimed call (numba's cache): ``csr_matmat`` and
 ``csr_rmatmat_add`` of one model (every binary solver's products), newton's
 ``newton_margins`` (``W``, the direction and the first trial side by side, and with the
-polish's candidate as a fourth column) and ``newton_scatter`` (three slots' gradients, the
-Hessian's diagonal over every row, the polish's sum over one row in five). The weights and
+polish's candidate as a fourth column), ``newton_rows`` (the per-row terms of a trying pass:
+8 Armijo trials and 3 points at one smoothing level, from the rows' margins) and
+``newton_scatter`` (three slots' gradients, the Hessian's diagonal over every row, the
+polish's sum over one row in five). The weights and
 coefficients are random (seed 0), the same in every child. Rounds alternate the checkouts,
 so that a machine whose speed drifts (this one's does) moves both alike.
 """
@@ -30,7 +32,7 @@ from ._table import table_head, table_row
 __all__ = ["register"]
 
 KERNELS = ("csr_matmat", "csr_rmatmat_add", "newton_margins (3 columns)",
-           "newton_margins (4 columns)", "newton_scatter")
+           "newton_margins (4 columns)", "newton_rows", "newton_scatter")
 
 _WORKER = r"""
 import json, sys, time
@@ -38,7 +40,8 @@ import numpy as np
 import streamsvm
 from streamsvm.io import open_store
 from streamsvm.kernels import csr_matmat, csr_rmatmat_add
-from streamsvm.kernels._newton import newton_margins, newton_scatter
+from streamsvm.kernels._costs import Costs
+from streamsvm.kernels._newton import newton_margins, newton_rows, newton_scatter
 store, rows, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 s = open_store(store)
 ch = s.read_rows(0, min(rows, s.n_rows))
@@ -61,9 +64,21 @@ except Exception:
     m3 = lambda: newton_margins(X, W3, M[:3])
     m4 = lambda: (newton_margins(X, W3, M[:3]), csr_matmat(X, W1, M[3]))
 G, S = np.zeros((d + 1, 1)), np.zeros((d + 1, 5))
+y = ch.y.astype(np.int32)                 # (binary stores: ±1)
+U = np.empty((n, 1))
+csr_matmat(X, W1 / np.sqrt(max(1, len(ch.indices) // max(n, 1))), U)   # margins of O(1)
+Vd = 0.1 * rng.standard_normal((n, 1))
+E = np.stack([U + t * Vd for t in (1.0, 0.5, 0.25)])
+prob = Costs(np.array([1], np.int32), np.ones(1), np.ones(1), False, 1.0)
+plan = (np.ones(1, bool), 0.5 ** np.arange(8.0)[None, :], np.array([8]), np.full((1, 3), 0.05),
+        np.array([3]))
+terms = (np.empty((3, n, 1)), np.empty((3, n, 1)))
+rows = lambda: newton_rows(y, (U, Vd, E), prob, plan, tuple(np.zeros(a) for a in
+                           ((1, 8), (1, 3), (1, 3), (1, 3), (1, 3), 1)), terms)
 calls = {"csr_matmat": lambda: csr_matmat(X, W1, M[0]),
          "csr_rmatmat_add": lambda: csr_rmatmat_add(X, V, G),
          "newton_margins (3 columns)": m3, "newton_margins (4 columns)": m4,
+         "newton_rows": rows,
          "newton_scatter": lambda: newton_scatter(X, coef, h, cu, S)}
 out = {"package": streamsvm.__file__, "rows": n, "nnz": int(len(ch.indices))}
 for name, f in calls.items():
